@@ -1,0 +1,12 @@
+//! The delegation channel: fixed slots between every pair of threads, the
+//! layout of requests and responses inside them, and the client-side queues
+//! that feed them. This is where all of the crate's lock-free, single-writer
+//! shared-memory code lives.
+
+pub(crate) mod matrix;
+pub(crate) mod record;
+pub(crate) mod slot;
+pub(crate) mod word_queue;
+
+pub use record::MAX_INLINE;
+pub use slot::{OVERFLOW_BYTES, PRIMARY_DATA_BYTES};

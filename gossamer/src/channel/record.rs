@@ -1,0 +1,325 @@
+//! The byte layout of one request and one response inside a slot.
+//!
+//! A request is `[header][shim][property][environment…]`: the header word
+//! holds the record's length in words, `shim` is the monomorphised function
+//! that knows the closure's and the property's types, `property` is the
+//! property's address (null for messages to a thread rather than to a
+//! property), and the closure's captured environment follows, copied by
+//! value. The smallest request is 24 bytes, as in the thesis. A response is
+//! `[header][value…]`, the header carrying the length and a tag.
+//!
+//! Values that are large (over [`MAX_INLINE`] bytes) or over-aligned travel
+//! as a `Box` instead of inline; the trustee also boxes results once the
+//! response slot runs short, so that every request of a batch always gets
+//! its response and no size ever panics.
+
+use std::any::Any;
+use std::mem::{align_of, size_of, MaybeUninit};
+use std::ptr;
+use std::thread;
+
+use super::slot::{BatchWriter, Word};
+
+/// What the trustee calls for one request: `prop` and the environment at
+/// `env`, answering through the [`Responder`].
+pub(crate) type Shim = unsafe fn(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>);
+
+/// Largest closure environment or result copied into a slot by value.
+pub const MAX_INLINE: usize = 512;
+/// Words of a request before its environment.
+pub(crate) const REQUEST_HEADER_WORDS: usize = 3;
+/// The largest fallback response (a panic payload): header plus a fat box.
+pub(crate) const FALLBACK_WORDS: usize = 3;
+
+const TAG_INLINE: u64 = 0;
+const TAG_BOXED: u64 = 1;
+const TAG_PANIC: u64 = 2;
+
+/// Whether a `V` travels inline (else boxed).
+#[inline(always)]
+pub(crate) const fn inline_ok<V>() -> bool {
+    size_of::<V>() <= MAX_INLINE && align_of::<V>() <= 8
+}
+
+/// Words a `V` takes in a record.
+#[inline(always)]
+pub(crate) const fn value_words<V>() -> usize {
+    if inline_ok::<V>() {
+        size_of::<V>().div_ceil(8)
+    } else {
+        1
+    }
+}
+
+/// Words of a request whose closure is an `F`.
+#[inline(always)]
+pub(crate) const fn request_words<F>() -> usize {
+    REQUEST_HEADER_WORDS + value_words::<F>()
+}
+
+/// Length in words of the record starting at `rec`.
+#[inline(always)]
+pub(crate) fn record_words(rec: *const Word) -> usize {
+    // SAFETY: every record starts with an initialised header word.
+    (unsafe { (*rec).assume_init() } & 0xffff_ffff) as usize
+}
+
+#[inline(always)]
+fn record_tag(rec: *const Word) -> u64 {
+    // SAFETY: every record starts with an initialised header word.
+    unsafe { (*rec).assume_init() >> 32 }
+}
+
+/// Moves `v` to `dst`, inline or boxed.
+///
+/// # Safety
+/// `dst` must have room for `value_words::<V>()` words.
+#[inline(always)]
+pub(crate) unsafe fn put_value<V>(dst: *mut Word, v: V) {
+    if inline_ok::<V>() {
+        // SAFETY: room and 8-byte alignment guaranteed by the caller and by
+        // `inline_ok` (align <= 8).
+        unsafe { ptr::write(dst.cast::<V>(), v) }
+    } else {
+        // SAFETY: one word of room.
+        unsafe { ptr::write(dst.cast::<*mut V>(), Box::into_raw(Box::new(v))) }
+    }
+}
+
+/// Moves a `V` out of `src`, as written by [`put_value`].
+///
+/// # Safety
+/// `src` must hold a `V` written by `put_value` and not yet taken.
+#[inline(always)]
+pub(crate) unsafe fn take_value<V>(src: *const Word) -> V {
+    if inline_ok::<V>() {
+        // SAFETY: per the caller, a live `V` is stored here.
+        unsafe { ptr::read(src.cast::<V>()) }
+    } else {
+        // SAFETY: per the caller, a pointer from `Box::into_raw` is stored here.
+        unsafe { *Box::from_raw(ptr::read(src.cast::<*mut V>())) }
+    }
+}
+
+/// Writes a request for closure `f` at `dst`.
+///
+/// # Safety
+/// `dst` must have room for `request_words::<F>()` words, and `shim` must be
+/// the shim for this `F` and the property behind `prop`.
+#[inline(always)]
+pub(crate) unsafe fn encode_request<F>(dst: *mut Word, shim: Shim, prop: *mut u8, f: F) {
+    let words = request_words::<F>() as u64;
+    // SAFETY: room for the header words per the caller's contract.
+    unsafe {
+        *dst = MaybeUninit::new(words);
+        *dst.add(1) = MaybeUninit::new(shim as usize as u64);
+        *dst.add(2) = MaybeUninit::new(prop as usize as u64);
+        put_value(dst.add(REQUEST_HEADER_WORDS), f);
+    }
+}
+
+/// Runs the request at `rec`, answering through `out`.
+///
+/// # Safety
+/// `rec` must be a request written by [`encode_request`] whose closure has
+/// not run yet; it runs (and is moved out) exactly once here.
+#[inline(always)]
+pub(crate) unsafe fn dispatch(rec: *const Word, out: &mut Responder<'_>) {
+    // SAFETY: the header words are initialised by `encode_request`, and the
+    // shim word holds a function pointer of type `Shim` written there.
+    unsafe {
+        let shim: Shim = std::mem::transmute::<usize, Shim>((*rec.add(1)).assume_init() as usize);
+        let prop = (*rec.add(2)).assume_init() as usize as *mut u8;
+        shim(prop, rec.add(REQUEST_HEADER_WORDS) as *mut u8, out)
+    }
+}
+
+/// Writes the responses of one batch, keeping room so that every request
+/// of the batch gets one.
+pub(crate) struct Responder<'a> {
+    writer: &'a mut BatchWriter,
+    /// Requests of the batch not yet answered, this one included.
+    left: usize,
+}
+
+impl<'a> Responder<'a> {
+    pub(crate) fn new(writer: &'a mut BatchWriter, count: usize) -> Self {
+        Responder { writer, left: count }
+    }
+
+    fn header(dst: *mut Word, words: usize, tag: u64) {
+        // SAFETY: `dst` is a freshly reserved record of at least one word.
+        unsafe { *dst = MaybeUninit::new(words as u64 | (tag << 32)) }
+    }
+
+    /// Answers the current request with `r`.
+    #[inline(always)]
+    pub(crate) fn put<U>(&mut self, r: thread::Result<U>) {
+        debug_assert!(self.left > 0, "more responses than requests");
+        self.left -= 1;
+        let keep = self.left;
+        match r {
+            Ok(v) => {
+                if inline_ok::<U>() {
+                    let words = 1 + value_words::<U>();
+                    if let Some(dst) = self.writer.reserve(words, keep) {
+                        Self::header(dst, words, TAG_INLINE);
+                        // SAFETY: the record has room for the value.
+                        unsafe { put_value(dst.add(1), v) };
+                        return;
+                    }
+                }
+                let dst = self.writer.reserve(2, keep).expect("gossamer: response slot invariant broken");
+                Self::header(dst, 2, TAG_BOXED);
+                // SAFETY: two words reserved; one holds the box pointer.
+                unsafe { ptr::write(dst.add(1).cast::<*mut U>(), Box::into_raw(Box::new(v))) };
+            }
+            Err(payload) => {
+                let dst = self.writer.reserve(FALLBACK_WORDS, keep).expect("gossamer: response slot invariant broken");
+                Self::header(dst, FALLBACK_WORDS, TAG_PANIC);
+                // SAFETY: three words reserved; two hold the fat box pointer.
+                unsafe { ptr::write(dst.add(1).cast::<Box<dyn Any + Send>>(), payload) };
+            }
+        }
+    }
+}
+
+/// Moves the result out of the response record at `rec`.
+///
+/// # Safety
+/// `rec` must be a response written by [`Responder::put::<U>`], taken once.
+#[inline(always)]
+pub(crate) unsafe fn take_response<U>(rec: *const Word) -> thread::Result<U> {
+    // SAFETY: the tag says which form `put` wrote; each is read once.
+    unsafe {
+        match record_tag(rec) {
+            TAG_INLINE => Ok(take_value::<U>(rec.add(1))),
+            TAG_BOXED => Ok(*Box::from_raw(ptr::read(rec.add(1).cast::<*mut U>()))),
+            TAG_PANIC => Err(ptr::read(rec.add(1).cast::<Box<dyn Any + Send>>())),
+            t => panic!("gossamer: malformed response tag {t}"),
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::slot::{Overflow, Primary, Slot};
+    use super::*;
+
+    unsafe fn add_shim(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+        // SAFETY: the test encodes `(u64, Vec<u8>)` closures' data below.
+        let (a, v): (u64, Vec<u8>) = unsafe { take_value(env as *const Word) };
+        let base = prop as usize as u64;
+        out.put::<(u64, Vec<u8>)>(Ok((a + base, v)));
+    }
+
+    unsafe fn big_shim(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+        // SAFETY: encoded as `[u8; 4096]` below.
+        let b: [u8; 4096] = unsafe { take_value(env as *const Word) };
+        out.put::<[u8; 4096]>(Ok(b));
+    }
+
+    unsafe fn panic_shim(_prop: *mut u8, _env: *mut u8, out: &mut Responder<'_>) {
+        out.put::<u8>(Err(Box::new("boom")));
+    }
+
+    #[test]
+    fn requests_and_responses_round_trip_inline_boxed_and_panicking() {
+        let (rp, ro, sp, so) = (Primary::default(), Overflow::default(), Primary::default(), Overflow::default());
+        let req = Slot { primary: &rp, overflow: &ro };
+        let resp = Slot { primary: &sp, overflow: &so };
+        let mut kinds = Vec::new();
+        // SAFETY: single-threaded; the slot is ours.
+        unsafe {
+            req.write(0, |w| {
+                for i in 0..40u64 {
+                    let (words, shim): (usize, Shim) = match i % 3 {
+                        0 => (request_words::<(u64, Vec<u8>)>(), add_shim),
+                        1 => (request_words::<[u8; 4096]>(), big_shim),
+                        _ => (request_words::<()>(), panic_shim),
+                    };
+                    let Some(dst) = w.reserve(words, 0) else { break };
+                    match i % 3 {
+                        0 => encode_request(dst, shim, 7usize as *mut u8, (i, vec![i as u8; 3])),
+                        1 => encode_request(dst, shim, ptr::null_mut(), [i as u8; 4096]),
+                        _ => encode_request(dst, shim, ptr::null_mut(), ()),
+                    }
+                    kinds.push(i);
+                }
+            });
+        }
+        assert!(kinds.len() > 20);
+        req.publish(1);
+        // SAFETY: published above; responses written to a separate slot.
+        unsafe {
+            req.read(|r| {
+                let n = r.count() as usize;
+                resp.write(FALLBACK_WORDS, |w| {
+                    let mut out = Responder::new(w, n);
+                    while let Some(rec) = r.next(record_words) {
+                        dispatch(rec, &mut out);
+                    }
+                });
+            });
+        }
+        resp.publish(1);
+        // SAFETY: published above; each response taken once with its type.
+        unsafe {
+            resp.read(|r| {
+                for &i in &kinds {
+                    let rec = r.next(record_words).expect("a response per request");
+                    match i % 3 {
+                        0 => {
+                            let (a, v) = take_response::<(u64, Vec<u8>)>(rec).unwrap();
+                            assert_eq!(a, i + 7);
+                            assert_eq!(v, vec![i as u8; 3]);
+                        }
+                        1 => assert_eq!(take_response::<[u8; 4096]>(rec).unwrap(), [i as u8; 4096]),
+                        _ => {
+                            let p = take_response::<u8>(rec).unwrap_err();
+                            assert_eq!(*p.downcast::<&str>().unwrap(), "boom");
+                        }
+                    }
+                }
+                assert!(r.next(record_words).is_none());
+            });
+        }
+    }
+
+    #[test]
+    fn a_full_batch_of_minimal_requests_gets_all_its_responses_even_when_large() {
+        unsafe fn fat(_p: *mut u8, _e: *mut u8, out: &mut Responder<'_>) {
+            out.put::<[u64; 60]>(Ok([9; 60]));
+        }
+        let (rp, ro, sp, so) = (Primary::default(), Overflow::default(), Primary::default(), Overflow::default());
+        let req = Slot { primary: &rp, overflow: &ro };
+        let resp = Slot { primary: &sp, overflow: &so };
+        // SAFETY: single-threaded test.
+        let n = unsafe {
+            req.write(0, |w| {
+                while let Some(d) = w.reserve(request_words::<()>(), 0) {
+                    encode_request(d, fat, ptr::null_mut(), ());
+                }
+                w.count() as usize
+            })
+        };
+        assert_eq!(n, 46);
+        // SAFETY: as above.
+        unsafe {
+            req.read(|r| {
+                resp.write(FALLBACK_WORDS, |w| {
+                    let mut out = Responder::new(w, n);
+                    while let Some(rec) = r.next(record_words) {
+                        dispatch(rec, &mut out);
+                    }
+                })
+            });
+            resp.read(|r| {
+                assert_eq!(r.count() as usize, n);
+                while let Some(rec) = r.next(record_words) {
+                    assert_eq!(take_response::<[u64; 60]>(rec).unwrap(), [9; 60]);
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,83 @@
+//! A FIFO of 8-byte words that reuses its buffer: the client-side queue of
+//! encoded requests waiting for a free slot, and of `then` callbacks waiting
+//! for their responses. After warm-up it does not allocate.
+
+use std::mem::MaybeUninit;
+
+use super::slot::Word;
+
+#[derive(Default)]
+pub(crate) struct WordQueue {
+    buf: Vec<Word>,
+    head: usize,
+}
+
+impl WordQueue {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head == self.buf.len()
+    }
+
+    /// Appends `n` uninitialised words and returns where they start. The
+    /// pointer is valid until the next call that changes the queue.
+    pub(crate) fn alloc(&mut self, n: usize) -> *mut Word {
+        if self.buf.capacity() - self.buf.len() < n && self.head > 0 {
+            // Slide the live words to the front instead of growing.
+            self.buf.copy_within(self.head.., 0);
+            self.buf.truncate(self.buf.len() - self.head);
+            self.head = 0;
+        }
+        let at = self.buf.len();
+        self.buf.resize(at + n, MaybeUninit::uninit());
+        // SAFETY: `at + n <= len` after the resize.
+        unsafe { self.buf.as_mut_ptr().add(at) }
+    }
+
+    /// The first live word, if any. Valid until the queue changes.
+    pub(crate) fn front(&self) -> Option<*const Word> {
+        // SAFETY: `head < len` when the queue is not empty.
+        (!self.is_empty()).then(|| unsafe { self.buf.as_ptr().add(self.head) })
+    }
+
+    /// Drops `n` words from the front (their contents were moved out).
+    pub(crate) fn pop(&mut self, n: usize) {
+        debug_assert!(self.head + n <= self.buf.len());
+        self.head += n;
+        if self.head == self.buf.len() {
+            self.head = 0;
+            self.buf.clear();
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_order_survives_compaction_and_growth() {
+        let mut q = WordQueue::default();
+        let mut expect = std::collections::VecDeque::new();
+        let mut next = 0u64;
+        for round in 0..200 {
+            for _ in 0..(round % 7) {
+                let p = q.alloc(2);
+                // SAFETY: two fresh words were just allocated.
+                unsafe {
+                    *p = MaybeUninit::new(next);
+                    *p.add(1) = MaybeUninit::new(!next);
+                }
+                expect.push_back(next);
+                next += 1;
+            }
+            for _ in 0..(round % 5) {
+                let Some(f) = q.front() else { break };
+                // SAFETY: the front two words were written above.
+                let (a, b) = unsafe { ((*f).assume_init(), (*f.add(1)).assume_init()) };
+                assert_eq!(Some(a), expect.pop_front());
+                assert_eq!(b, !a);
+                q.pop(2);
+            }
+        }
+        assert_eq!(q.is_empty(), expect.is_empty());
+    }
+}

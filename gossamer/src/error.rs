@@ -1,0 +1,80 @@
+//! Errors of the public API.
+
+use std::any::Any;
+use std::fmt;
+
+/// Errors from building or running a [`Runtime`](crate::Runtime).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `workers(0)` was asked for.
+    #[error("a runtime needs at least one worker thread")]
+    NoWorkers,
+    /// All workers would be dedicated trustees, leaving none to run fibers.
+    #[error("{dedicated} dedicated trustees out of {workers} workers leave no worker to run fibers")]
+    TooManyDedicated {
+        /// Workers asked for.
+        workers: usize,
+        /// Dedicated trustees asked for.
+        dedicated: usize,
+    },
+    /// The operating system refused to start a worker thread.
+    #[error("cannot start worker thread {index}: {source}")]
+    Spawn {
+        /// Worker index.
+        index: usize,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Best-effort text of a panic payload.
+pub(crate) fn panic_message(p: &(dyn Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic payload>".to_string()
+    }
+}
+
+/// A panic caught where it could not unwind into its caller: in a fiber
+/// (returned by [`JoinHandle::join`](crate::JoinHandle::join)) or in a
+/// delegated closure (given to [`Trust::try_apply_then`](crate::Trust::try_apply_then)).
+pub struct Panicked {
+    payload: Box<dyn Any + Send>,
+}
+
+impl Panicked {
+    pub(crate) fn new(payload: Box<dyn Any + Send>) -> Self {
+        Panicked { payload }
+    }
+
+    /// The panic's message, when it was a string.
+    pub fn message(&self) -> String {
+        panic_message(&*self.payload)
+    }
+
+    /// The original payload, for `std::panic::resume_unwind`.
+    pub fn into_panic(self) -> Box<dyn Any + Send> {
+        self.payload
+    }
+}
+
+impl fmt::Debug for Panicked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Panicked").field(&self.message()).finish()
+    }
+}
+
+impl fmt::Display for Panicked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "panicked: {}", self.message())
+    }
+}
+
+impl std::error::Error for Panicked {}
+
+/// The error of [`JoinHandle::join`](crate::JoinHandle::join): the fiber panicked.
+pub type JoinError = Panicked;

@@ -1,0 +1,22 @@
+//! Stackful fibers: the user-level threads that let one OS thread keep many
+//! delegation requests in flight.
+//!
+//! A [`Fiber`] runs a closure on its own stack. The scheduler drives it with
+//! [`Fiber::resume`]; code running inside it gives the thread back with
+//! [`suspend`]. Fibers never move between OS threads.
+//!
+//! Two back ends sit behind the same interface:
+//! * normally, `corosensei` coroutines on pooled, guard-paged stacks;
+//! * under Miri (which cannot run hand-written context switches), one OS
+//!   thread per fiber with a baton passed through a mutex and condition
+//!   variable, so the channel and runtime code can still be checked by Miri.
+
+#[cfg(not(miri))]
+mod coro;
+#[cfg(not(miri))]
+pub(crate) use coro::{in_fiber, suspend, Fiber, StackPool};
+
+#[cfg(miri)]
+mod threaded;
+#[cfg(miri)]
+pub(crate) use threaded::{in_fiber, suspend, Fiber, StackPool};

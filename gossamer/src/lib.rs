@@ -1,0 +1,114 @@
+//! # Gossamer: delegation instead of locks
+//!
+//! Put shared data in a [`Trust<T>`] instead of an `Arc<Mutex<T>>`. The data
+//! (the *property*) then lives with one *trustee* thread, and every access
+//! is a closure sent to that thread and run there, exclusively, in batches:
+//! no lock is taken and no cache line holding the data bounces between
+//! cores. Each worker thread is at once a trustee and a client, and runs
+//! many light-weight *fibers*, so a thread keeps many requests in flight
+//! while it serves others.
+//!
+//! ```
+//! use gossamer::{Runtime, local_trustee, spawn};
+//!
+//! let rt = Runtime::builder().workers(2).build().unwrap();
+//! rt.block_on(|| {
+//!     let ct = local_trustee().entrust(17);
+//!     let ct2 = ct.clone();
+//!     let fiber = gossamer::spawn_on(1, move || ct2.apply(|c| *c += 1));
+//!     ct.apply(|c| *c += 1);
+//!     fiber.join().unwrap();
+//!     assert_eq!(ct.apply(|c| *c), 19);
+//! });
+//! ```
+//!
+//! The core operations (chapter 2 of the Trust<T> thesis):
+//! * [`Trust::apply`]: run a closure on the property and wait for its result
+//!   (only the calling fiber waits);
+//! * [`Trust::apply_then`]: run it without waiting; a callback gets the
+//!   result later, on the calling thread;
+//! * [`Trust::apply_with`]: pass a variable-size argument by value;
+//! * [`Trust::launch`] on a `Trust<Latch<T>>`: run a closure that may itself
+//!   block, in a fiber on the trustee.
+//!
+//! Delegated closures run to completion and may not block: a blocking call
+//! in one panics with a message naming `launch`. They may not capture
+//! references or raw pointers (see [`Delegable`]).
+#![cfg_attr(feature = "nightly", feature(auto_traits, negative_impls))]
+#![warn(missing_docs)]
+
+pub mod channel;
+mod error;
+mod fiber;
+mod runtime;
+mod sync;
+mod trust;
+
+pub use error::{Error, JoinError, Panicked};
+pub use runtime::{Builder, JoinHandle, Runtime, ShutdownReport, Stats, ThreadPool};
+pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Trust, TrusteeRef};
+
+#[cfg(feature = "nightly")]
+pub use trust::delegable::NoRef;
+
+fn worker() -> &'static runtime::worker::Worker {
+    runtime::context::current().expect("gossamer: this call must be made on a thread of the runtime (inside Runtime::block_on or a spawned fiber)")
+}
+
+/// Starts a fiber on the calling thread.
+///
+/// # Panics
+/// Outside the runtime's threads.
+pub fn spawn<F, R>(f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let w = worker();
+    runtime::spawn_at_worker(w, w.index, f)
+}
+
+/// Starts a fiber on worker `thread` of the calling thread's runtime.
+///
+/// # Panics
+/// Outside the runtime's threads, or if there is no such worker.
+pub fn spawn_on<F, R>(thread: usize, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let w = worker();
+    assert!(thread < w.shared.n, "gossamer: no worker {thread} (the runtime has {})", w.shared.n);
+    runtime::spawn_at_worker(w, thread, f)
+}
+
+/// Lets the other ready fibers of this thread run.
+pub fn yield_now() {
+    if let Some(w) = runtime::context::current() {
+        w.yield_now();
+    }
+}
+
+/// Entrusts `value` to a trustee chosen round-robin by the calling thread
+/// (the dedicated trustees, if the runtime has some).
+///
+/// # Panics
+/// Outside the runtime's threads.
+pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
+    let w = worker();
+    let k = w.next_in(w.shared.trustee_range());
+    TrusteeRef::new(k, w.shared.id).entrust(value)
+}
+
+/// Index of the calling worker thread, if it is one.
+pub fn current_thread() -> Option<usize> {
+    runtime::context::current().map(|w| w.index)
+}
+
+/// Number of worker threads of the calling thread's runtime.
+///
+/// # Panics
+/// Outside the runtime's threads.
+pub fn threads() -> usize {
+    worker().shared.n
+}

@@ -1,0 +1,132 @@
+//! `Builder`: how many workers, which of them only serve, pinning, stacks,
+//! idling and shutdown.
+
+use std::time::Duration;
+
+use super::shared::Config;
+use super::Runtime;
+use crate::error::Error;
+
+/// Configures and starts a [`Runtime`].
+///
+/// ```
+/// use std::time::Duration;
+/// let rt = gossamer::Runtime::builder()
+///     .workers(2)
+///     .stack_size(128 * 1024)
+///     .idle_spin(Duration::from_micros(50))
+///     .build()
+///     .unwrap();
+/// assert_eq!(rt.block_on(|| 6 * 7), 42);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    workers: Option<usize>,
+    dedicated: usize,
+    pin: bool,
+    stack_size: usize,
+    stack_pool: usize,
+    worker_stack_size: usize,
+    idle_spin: Duration,
+    shutdown_timeout: Duration,
+    name: String,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            workers: None,
+            dedicated: 0,
+            pin: false,
+            stack_size: 256 * 1024,
+            stack_pool: 1024,
+            worker_stack_size: 8 * 1024 * 1024,
+            idle_spin: Duration::from_micros(100),
+            shutdown_timeout: Duration::from_secs(10),
+            name: "gossamer".into(),
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: the available cores). Every worker
+    /// is a trustee; all but the dedicated ones also run fibers.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = Some(n);
+        self
+    }
+
+    /// Makes the last `n` workers dedicated trustees: they only serve
+    /// delegated closures (and fibers started by `launch`), and pool-level
+    /// `entrust` places properties on them.
+    pub fn dedicated_trustees(mut self, n: usize) -> Self {
+        self.dedicated = n;
+        self
+    }
+
+    /// Pins worker `i` to core `i` modulo the core count.
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin = pin;
+        self
+    }
+
+    /// Stack size of each fiber (default 256 KiB; pages are touched lazily).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// How many finished fibers' stacks each worker keeps for reuse.
+    pub fn stack_pool(mut self, stacks: usize) -> Self {
+        self.stack_pool = stacks;
+        self
+    }
+
+    /// Stack size of the worker threads, where delegated closures run.
+    pub fn worker_stack_size(mut self, bytes: usize) -> Self {
+        self.worker_stack_size = bytes;
+        self
+    }
+
+    /// How long an idle worker keeps polling before it sleeps (default
+    /// 100 µs). Sleeping workers are woken by whoever sends them work.
+    pub fn idle_spin(mut self, d: Duration) -> Self {
+        self.idle_spin = d;
+        self
+    }
+
+    /// How long shutdown waits for running fibers and outstanding requests
+    /// before abandoning them (default 10 s).
+    pub fn shutdown_timeout(mut self, d: Duration) -> Self {
+        self.shutdown_timeout = d;
+        self
+    }
+
+    /// Prefix of the worker threads' names.
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Starts the runtime.
+    pub fn build(self) -> Result<Runtime, Error> {
+        let workers = self.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        if workers == 0 {
+            return Err(Error::NoWorkers);
+        }
+        if self.dedicated >= workers {
+            return Err(Error::TooManyDedicated { workers, dedicated: self.dedicated });
+        }
+        Runtime::start(Config {
+            workers,
+            dedicated: self.dedicated,
+            pin: self.pin,
+            stack_size: self.stack_size.max(16 * 1024),
+            stack_pool: self.stack_pool,
+            worker_stack_size: self.worker_stack_size,
+            idle_spin: self.idle_spin,
+            shutdown_timeout: self.shutdown_timeout,
+            name: self.name,
+        })
+    }
+}

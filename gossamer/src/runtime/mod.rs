@@ -1,0 +1,234 @@
+//! The runtime: worker threads, fiber placement, and orderly shutdown.
+
+mod builder;
+pub(crate) mod context;
+mod join;
+mod pool;
+pub(crate) mod shared;
+pub(crate) mod worker;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub use builder::Builder;
+pub use join::JoinHandle;
+pub use pool::ThreadPool;
+
+use crate::error::Error;
+use crate::trust::{Trust, TrusteeRef};
+use shared::{Config, Shared};
+use worker::Worker;
+
+/// A set of worker threads, each a trustee and a fiber scheduler.
+///
+/// Dropping the runtime shuts it down in order: it waits (up to the
+/// configured timeout) until every fiber has finished and every request has
+/// been answered, then stops the workers, which drop the properties still
+/// entrusted to them.
+pub struct Runtime {
+    shared: Arc<Shared>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+/// Counters of a running runtime.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Panics that reached no caller: in `apply_then` closures and
+    /// then-callbacks, or in runtime messages.
+    pub unhandled_panics: u64,
+    /// Fibers alive right now, over all workers.
+    pub live_fibers: u64,
+}
+
+/// What shutdown found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// True when every fiber finished and every request was answered in time.
+    pub clean: bool,
+    /// How long the shutdown took.
+    pub elapsed: Duration,
+}
+
+impl Runtime {
+    /// A builder with default settings.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// A runtime with default settings (one worker per available core).
+    pub fn new() -> Result<Runtime, Error> {
+        Builder::default().build()
+    }
+
+    pub(crate) fn start(config: Config) -> Result<Runtime, Error> {
+        let shared = Shared::new(config);
+        let cores = if shared.config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
+        let mut threads = Vec::with_capacity(shared.n);
+        for index in 0..shared.n {
+            let sh = shared.clone();
+            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let spawned = thread::Builder::new()
+                .name(format!("{}-{index}", shared.config.name))
+                .stack_size(shared.config.worker_stack_size)
+                .spawn(move || {
+                    if let Some(core) = core {
+                        core_affinity::set_for_current(core);
+                    }
+                    let _ = sh.nodes[index].thread.set(thread::current());
+                    let w = Worker::new(index, sh);
+                    context::enter(&w);
+                    w.run();
+                    context::leave();
+                });
+            match spawned {
+                Ok(h) => threads.push(h),
+                Err(source) => {
+                    let mut rt = Runtime { shared, threads };
+                    rt.stop_now();
+                    return Err(Error::Spawn { index, source });
+                }
+            }
+        }
+        Ok(Runtime { shared, threads })
+    }
+
+    /// Number of worker threads.
+    pub fn threads(&self) -> usize {
+        self.shared.n
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        Stats {
+            unhandled_panics: self.shared.unhandled_panics.load(Ordering::Relaxed),
+            live_fibers: self.shared.nodes.iter().map(|n| n.live_fibers.load(Ordering::Relaxed)).sum(),
+        }
+    }
+
+    /// Runs `f` as a fiber on worker 0 and blocks the calling thread until
+    /// it returns. Inside `f` the whole API is available. A panic in `f`
+    /// resumes here.
+    ///
+    /// # Panics
+    /// When called from a worker thread of a runtime (use `spawn` there).
+    pub fn block_on<F, R>(&self, f: F) -> R
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        assert!(context::current().is_none(), "gossamer: block_on called from inside a runtime; spawn a fiber instead");
+        match self.spawn_on(0, f).join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p.into_panic()),
+        }
+    }
+
+    /// Starts a fiber on a worker chosen round-robin among those that run
+    /// fibers.
+    pub fn spawn<F, R>(&self, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        let k = self.shared.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % self.shared.client_workers();
+        join::spawn_at(&self.shared, k, f)
+    }
+
+    /// Starts a fiber on worker `thread`.
+    ///
+    /// # Panics
+    /// If there is no such worker.
+    pub fn spawn_on<F, R>(&self, thread: usize, f: F) -> JoinHandle<R>
+    where
+        F: FnOnce() -> R + Send + 'static,
+        R: Send + 'static,
+    {
+        assert!(thread < self.shared.n, "gossamer: no worker {thread} (the runtime has {})", self.shared.n);
+        join::spawn_at(&self.shared, thread, f)
+    }
+
+    /// Trustee `index`.
+    pub fn trustee(&self, index: usize) -> TrusteeRef {
+        assert!(index < self.shared.n, "gossamer: no trustee {index} (the runtime has {})", self.shared.n);
+        TrusteeRef::new(index, self.shared.id)
+    }
+
+    /// Entrusts `value` to a trustee chosen round-robin (the dedicated ones
+    /// if there are any).
+    pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
+        let r = self.shared.trustee_range();
+        let k = r.start + self.shared.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
+        self.trustee(k).entrust(value)
+    }
+
+    /// Shuts down now, reporting whether everything finished in time.
+    pub fn shutdown(mut self) -> ShutdownReport {
+        self.shutdown_inner()
+    }
+
+    fn snapshot(&self) -> (bool, Vec<u64>) {
+        let all_quiet = self.shared.nodes.iter().all(|n| n.quiet.load(Ordering::SeqCst));
+        (all_quiet, self.shared.nodes.iter().map(|n| n.epoch.load(Ordering::SeqCst)).collect())
+    }
+
+    fn shutdown_inner(&mut self) -> ShutdownReport {
+        let start = Instant::now();
+        if self.threads.is_empty() {
+            return ShutdownReport { clean: true, elapsed: Duration::ZERO };
+        }
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        for t in 0..self.shared.n {
+            self.shared.unpark(t);
+        }
+        // Quiescence: every worker reports quiet, twice, with no work done
+        // in between (a worker that got work in between bumped its epoch).
+        let timeout = self.shared.config.shutdown_timeout;
+        let clean = loop {
+            let (q1, e1) = self.snapshot();
+            if q1 {
+                thread::sleep(Duration::from_micros(500));
+                let (q2, e2) = self.snapshot();
+                if q2 && e1 == e2 {
+                    break true;
+                }
+            }
+            if start.elapsed() > timeout {
+                let live = self.stats().live_fibers;
+                tracing::error!(live_fibers = live, "shutdown timed out after {timeout:?}; abandoning what is left");
+                break false;
+            }
+            thread::sleep(Duration::from_micros(200));
+        };
+        self.stop_now();
+        ShutdownReport { clean, elapsed: start.elapsed() }
+    }
+
+    fn stop_now(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        for t in 0..self.shared.n {
+            self.shared.unpark(t);
+        }
+        for h in self.threads.drain(..) {
+            if h.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+        self.shared.unregister();
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown_inner();
+    }
+}
+
+pub(crate) fn spawn_at_worker<F, R>(w: &Worker, thread: usize, f: F) -> JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    join::spawn_at(&w.shared, thread, f)
+}

@@ -1,0 +1,219 @@
+//! `Latch<T>`: mutual exclusion among the fibers of one thread, and
+//! `launch`, which runs a closure that may block in a fresh fiber on the
+//! trustee, holding the property's latch (§2.4.3).
+//!
+//! A latch uses no atomic instruction: it is `!Sync`, so only the fibers
+//! of the thread that owns it can reach it. A fiber that finds it held
+//! suspends and is handed the latch, in FIFO order, when it is released.
+
+use std::cell::{Cell, UnsafeCell};
+use std::collections::VecDeque;
+use std::ops::{Deref, DerefMut};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::thread;
+
+use super::{Delegable, SendPtr, Trust, Waiter};
+use crate::fiber;
+use crate::runtime::context;
+use crate::runtime::worker::Worker;
+
+/// A fiber-level mutex for data owned by one thread. See the module docs.
+pub struct Latch<T> {
+    locked: Cell<bool>,
+    waiters: UnsafeCell<VecDeque<u32>>,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: a latch may move to another thread as a whole (it is not `Sync`,
+// so it is never shared between threads).
+unsafe impl<T: Send> Send for Latch<T> {}
+
+impl<T> Latch<T> {
+    /// A new, unlocked latch.
+    pub fn new(value: T) -> Self {
+        Latch { locked: Cell::new(false), waiters: UnsafeCell::new(VecDeque::new()), value: UnsafeCell::new(value) }
+    }
+
+    /// True while some fiber holds the latch.
+    pub fn is_locked(&self) -> bool {
+        self.locked.get()
+    }
+
+    /// Takes the latch if it is free.
+    pub fn try_lock(&self) -> Option<LatchGuard<'_, T>> {
+        if self.locked.get() {
+            None
+        } else {
+            self.locked.set(true);
+            Some(LatchGuard { latch: self })
+        }
+    }
+
+    /// Takes the latch, suspending the calling fiber while another holds it.
+    ///
+    /// # Panics
+    /// If the latch is held and the caller may not suspend (delegated
+    /// context, or not a fiber of the runtime).
+    pub fn lock(&self) -> LatchGuard<'_, T> {
+        if let Some(g) = self.try_lock() {
+            return g;
+        }
+        let w = context::current().expect("gossamer: Latch::lock would block outside the runtime");
+        w.check_may_block();
+        // SAFETY: the waiter queue is only touched by this thread's fibers,
+        // one at a time, and no reference to it outlives these calls.
+        unsafe { (*self.waiters.get()).push_back(w.current_fiber()) };
+        // The releasing fiber hands the latch over and wakes us once.
+        fiber::suspend();
+        debug_assert!(self.locked.get());
+        LatchGuard { latch: self }
+    }
+
+    /// The value, through exclusive access to the latch.
+    pub fn get_mut(&mut self) -> &mut T {
+        self.value.get_mut()
+    }
+
+    /// The value, consuming the latch.
+    pub fn into_inner(self) -> T {
+        self.value.into_inner()
+    }
+
+    fn unlock(&self) {
+        // SAFETY: as in `lock`.
+        let next = unsafe { (*self.waiters.get()).pop_front() };
+        match next {
+            Some(f) => context::current().expect("gossamer: latch released outside its runtime").make_ready(f),
+            None => self.locked.set(false),
+        }
+    }
+}
+
+impl<T: Default> Default for Latch<T> {
+    fn default() -> Self {
+        Latch::new(T::default())
+    }
+}
+
+/// Holds a [`Latch`]; releases it (handing it to the next waiter) on drop.
+pub struct LatchGuard<'a, T> {
+    latch: &'a Latch<T>,
+}
+
+impl<T> Deref for LatchGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: the guard proves exclusive access among this thread's fibers.
+        unsafe { &*self.latch.value.get() }
+    }
+}
+
+impl<T> DerefMut for LatchGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as for `deref`.
+        unsafe { &mut *self.latch.value.get() }
+    }
+}
+
+impl<T> Drop for LatchGuard<'_, T> {
+    fn drop(&mut self) {
+        self.latch.unlock();
+    }
+}
+
+/// Where a launched closure's result goes: a fiber or a callback on the
+/// issuing worker.
+#[derive(Clone, Copy)]
+struct ReplyTo {
+    worker: usize,
+    target: usize,
+}
+
+fn deliver<R: Send + 'static>(reply: ReplyTo, r: R, finish: unsafe fn(&Worker, usize, R)) {
+    let w = context::current().expect("launched fiber outside its runtime");
+    if reply.worker == w.index {
+        // SAFETY: `finish` matches the target stored in `reply`.
+        unsafe { finish(w, reply.target, r) };
+    } else {
+        w.send(reply.worker, move || {
+            let w = context::current().expect("launch reply outside its runtime");
+            // SAFETY: as above.
+            unsafe { finish(w, reply.target, r) };
+        });
+    }
+}
+
+unsafe fn finish_wait<U>(w: &Worker, target: usize, r: thread::Result<U>) {
+    // SAFETY: `target` is the `Waiter<U>` of a fiber suspended in `launch`.
+    unsafe { Waiter::complete(w, target, r) }
+}
+
+unsafe fn finish_then<U, G: FnOnce(U)>(w: &Worker, target: usize, r: thread::Result<U>) {
+    // SAFETY: `target` is the boxed callback leaked by `launch_then`.
+    let g = unsafe { Box::from_raw(target as *mut G) };
+    if let Some((what, p)) = <super::PlainThen as super::ThenKind<U, G>>::run(*g, r) {
+        w.report_panic(what, p);
+    }
+}
+
+impl<T: Send + 'static> Trust<Latch<T>> {
+    /// Starts a fiber on the trustee's thread that takes the latch and runs
+    /// `f` (§2.4.3). Unlike [`apply`](Trust::apply), `f` may block: call
+    /// `apply` on other trusts, take other latches, join fibers. The caller
+    /// waits for the result as with `apply`.
+    pub fn launch<F, U>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
+        U: Send + 'static,
+    {
+        let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
+        assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+        w.check_may_block();
+        let wait = Waiter::<U>::new(w.current_fiber());
+        let reply = ReplyTo { worker: w.index, target: wait.as_data() };
+        self.start(w, f, reply, finish_wait::<U>);
+        wait.wait()
+    }
+
+    /// The non-blocking form of [`launch`](Trust::launch): `then` runs on
+    /// this thread with the result. Allowed in delegated context.
+    pub fn launch_then<F, U, G>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
+        U: Send + 'static,
+        G: FnOnce(U) + 'static,
+    {
+        let w = context::current().expect("gossamer: launch_then must be called from the runtime");
+        assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+        let target = Box::into_raw(Box::new(then)) as usize;
+        self.start(w, f, ReplyTo { worker: w.index, target }, finish_then::<U, G>);
+    }
+
+    fn start<F, U>(&self, w: &Worker, f: F, reply: ReplyTo, finish: unsafe fn(&Worker, usize, thread::Result<U>))
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        let cell = SendPtr(self.cell);
+        let job = move || {
+            let cell = cell;
+            // SAFETY: this fiber runs on the trustee thread, the only thread
+            // that touches the latch; the property lives while the caller's
+            // trust does, and the caller waits (or holds `then`) until the
+            // reply, after which it may drop its trust.
+            let latch: &Latch<T> = unsafe { &*(*cell.0.as_ptr()).value.get() };
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                let mut g = latch.lock();
+                f(&mut g)
+            }));
+            deliver(reply, r, finish);
+        };
+        let spawn = move || {
+            let w = context::current().expect("launch outside its runtime");
+            w.spawn_boxed(Box::new(job));
+        };
+        w.send(self.trustee as usize, spawn);
+    }
+}

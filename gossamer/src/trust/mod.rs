@@ -1,0 +1,497 @@
+//! `Trust<T>`: the handle through which fibers on any thread delegate
+//! closures to a property owned by one trustee thread.
+
+pub(crate) mod delegable;
+mod latch;
+pub(crate) mod property;
+mod trustee;
+
+use std::any::Any;
+use std::cell::UnsafeCell;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::channel::record::{take_response, take_value, Responder};
+use crate::channel::slot::Word;
+use crate::error::Panicked;
+use crate::fiber;
+use crate::runtime::context;
+use crate::runtime::shared::Shared;
+use crate::runtime::worker::{Completion, Worker};
+
+pub use delegable::Delegable;
+pub use latch::{Latch, LatchGuard};
+use property::PropertyCell;
+pub use trustee::{local_trustee, trustee, TrusteeRef};
+
+/// A reference-counted handle to a property entrusted to a trustee thread.
+///
+/// Like `Arc<Mutex<T>>`, but instead of locking, every access is a closure
+/// that runs on the trustee: [`apply`](Trust::apply) waits for the result
+/// (suspending only the calling fiber), [`apply_then`](Trust::apply_then)
+/// continues at once and runs a callback with the result later. The
+/// property is dropped, on its trustee, after the last trust to it.
+///
+/// ```
+/// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+/// let ct = gossamer::local_trustee().entrust(17);
+/// ct.apply(|c| *c += 1);
+/// assert_eq!(ct.apply(|c| *c), 18);
+/// # });
+/// ```
+pub struct Trust<T> {
+    cell: NonNull<PropertyCell<T>>,
+    trustee: u32,
+    runtime: u64,
+    id: u64,
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: a trust only sends closures to the trustee thread, which alone
+// touches the property; the property itself moves between threads (at
+// entrust and drop), hence `T: Send`.
+unsafe impl<T: Send> Send for Trust<T> {}
+// SAFETY: `&Trust` allows nothing beyond sending closures, as above.
+unsafe impl<T: Send> Sync for Trust<T> {}
+
+/// A value moved across threads on the runtime's behalf.
+pub(crate) struct SendPtr<P>(pub(crate) P);
+// SAFETY: only used for pointers whose targets the runtime hands over
+// between threads under its own protocol (properties, waiting fibers).
+unsafe impl<P> Send for SendPtr<P> {}
+
+static OUTSIDE_IDS: AtomicU64 = AtomicU64::new(0);
+
+/// A trust id for a thread outside any runtime.
+fn outside_id() -> u64 {
+    (1 << 63) | OUTSIDE_IDS.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Where the calling thread stands relative to a trust's runtime.
+enum Ctx {
+    Worker(&'static Worker),
+    Outside(Arc<Shared>),
+}
+
+/// A fiber waiting for one result. The result is written through a raw
+/// pointer by the completion while the fiber is suspended, hence the cell.
+pub(crate) struct Waiter<U> {
+    fiber: u32,
+    result: UnsafeCell<Option<thread::Result<U>>>,
+}
+
+impl<U> Waiter<U> {
+    pub(crate) fn new(fiber: u32) -> Self {
+        Waiter { fiber, result: UnsafeCell::new(None) }
+    }
+
+    /// The address the completion writes to.
+    pub(crate) fn as_data(&self) -> usize {
+        self as *const Waiter<U> as usize
+    }
+
+    /// Stores the result and wakes the waiting fiber.
+    ///
+    /// # Safety
+    /// `data` must come from `as_data` of a waiter whose fiber is suspended
+    /// in `wait` on worker `w`, and be completed once.
+    pub(crate) unsafe fn complete(w: &Worker, data: usize, r: thread::Result<U>) {
+        let wait = data as *const Waiter<U>;
+        // SAFETY: per the contract the waiter is live and nobody else
+        // accesses its result while its fiber is suspended.
+        unsafe {
+            *(*wait).result.get() = Some(r);
+            w.make_ready((*wait).fiber);
+        }
+    }
+
+    /// Suspends the calling fiber until the result arrives, then returns it
+    /// or resumes the panic.
+    pub(crate) fn wait(&self) -> U {
+        loop {
+            // SAFETY: the completion writes only while we are suspended.
+            if let Some(r) = unsafe { (*self.result.get()).take() } {
+                match r {
+                    Ok(u) => return u,
+                    Err(p) => resume_unwind(p),
+                }
+            }
+            fiber::suspend();
+        }
+    }
+}
+
+unsafe fn complete_wake<U>(w: &Worker, _lane: usize, data: usize, rec: *const Word) {
+    // SAFETY: `data` is the `Waiter<U>` on the stack of a fiber suspended
+    // until this completion; the response holds a `U`.
+    unsafe { Waiter::<U>::complete(w, data, take_response::<U>(rec)) }
+}
+
+/// How a `then` callback takes its result.
+pub(crate) trait ThenKind<U, G> {
+    /// Runs `g` with `r`; returns a panic that nobody else will see.
+    fn run(g: G, r: thread::Result<U>) -> Option<(&'static str, Box<dyn Any + Send>)>;
+}
+
+/// `apply_then`: the callback gets the value; a delegated panic is reported.
+pub(crate) struct PlainThen;
+/// `try_apply_then`: the callback gets a `Result`.
+pub(crate) struct TryThen;
+
+impl<U, G: FnOnce(U)> ThenKind<U, G> for PlainThen {
+    fn run(g: G, r: thread::Result<U>) -> Option<(&'static str, Box<dyn Any + Send>)> {
+        match r {
+            Ok(u) => catch_unwind(AssertUnwindSafe(|| g(u))).err().map(|p| ("then-callback", p)),
+            Err(p) => Some(("closure delegated with apply_then", p)),
+        }
+    }
+}
+
+impl<U, G: FnOnce(Result<U, Panicked>)> ThenKind<U, G> for TryThen {
+    fn run(g: G, r: thread::Result<U>) -> Option<(&'static str, Box<dyn Any + Send>)> {
+        catch_unwind(AssertUnwindSafe(|| g(r.map_err(Panicked::new)))).err().map(|p| ("then-callback", p))
+    }
+}
+
+unsafe fn complete_then<U, G, K: ThenKind<U, G>>(w: &Worker, lane: usize, _data: usize, rec: *const Word) {
+    // SAFETY: `then_impl` stored a `G` for this request, in order, and the
+    // response holds a `U`.
+    let (g, r) = unsafe { (w.take_then::<G>(lane), take_response::<U>(rec)) };
+    if let Some((what, p)) = K::run(g, r) {
+        w.report_panic(what, p);
+    }
+}
+
+/// Runs closure `F` on the property `T` at `prop` (on the trustee).
+unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+    // SAFETY: the request was encoded with this shim for an `F`, and `prop`
+    // is a live `PropertyCell<T>` whose trustee is this thread: the closure
+    // gets exclusive access.
+    let f: F = unsafe { take_value(env as *const Word) };
+    let cell = prop.cast::<PropertyCell<T>>();
+    out.put(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }))));
+}
+
+impl<T: Send + 'static> Trust<T> {
+    pub(crate) fn from_parts(cell: *mut PropertyCell<T>, trustee: usize, runtime: u64, id: u64) -> Self {
+        Trust {
+            cell: NonNull::new(cell).expect("null property"),
+            trustee: trustee as u32,
+            runtime,
+            id,
+            _owns: PhantomData,
+        }
+    }
+
+    fn ctx(&self) -> Ctx {
+        if let Some(w) = context::current() {
+            assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+            return Ctx::Worker(w);
+        }
+        match Shared::find(self.runtime) {
+            Some(s) => Ctx::Outside(s),
+            None => panic!("gossamer: the runtime that owns this Trust has shut down"),
+        }
+    }
+
+    /// The trustee that owns the property.
+    pub fn trustee(&self) -> TrusteeRef {
+        TrusteeRef::new(self.trustee as usize, self.runtime)
+    }
+
+    /// True when the calling thread is the property's trustee, so closures
+    /// run directly (the local-trustee shortcut).
+    pub fn is_local(&self) -> bool {
+        context::current().is_some_and(|w| w.shared.id == self.runtime && w.index == self.trustee as usize)
+    }
+
+    /// # Safety
+    /// Only on the trustee thread, outside any other access to the value.
+    #[inline]
+    unsafe fn value_mut(&self) -> &mut T {
+        // SAFETY: per the caller.
+        unsafe { &mut *(*self.cell.as_ptr()).value.get() }
+    }
+
+    /// Runs `f` on the trustee, exclusively, and waits for its result
+    /// (§2.4.1). Only the calling fiber is suspended: the thread runs other
+    /// fibers and serves its own requests meanwhile.
+    ///
+    /// A panic in `f` is caught on the trustee and resumed here, like
+    /// joining a thread; the trustee keeps serving and the property stays
+    /// as `f` left it (no poisoning).
+    ///
+    /// # Panics
+    /// In delegated context (inside a delegated closure or a then-callback),
+    /// where nothing may block: use [`apply_then`](Trust::apply_then), or
+    /// [`launch`](Trust::launch) for the outer call.
+    #[inline]
+    pub fn apply<F, U>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
+        U: Send + 'static,
+    {
+        self.apply_unchecked(f)
+    }
+
+    #[inline]
+    pub(crate) fn apply_unchecked<F, U>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        match self.ctx() {
+            Ctx::Worker(w) => {
+                w.check_may_block();
+                if w.index == self.trustee as usize {
+                    let _g = w.enter_delegated();
+                    // SAFETY: we are the trustee and not inside another
+                    // closure (checked above): access is exclusive.
+                    return f(unsafe { self.value_mut() });
+                }
+                let wait = Waiter::new(w.current_fiber());
+                let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
+                w.enqueue(self.trustee as usize, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
+                wait.wait()
+            }
+            Ctx::Outside(s) => self.apply_outside(&s, f),
+        }
+    }
+
+    /// From a thread outside the runtime: hand the closure over through the
+    /// trustee's injection queue and block this OS thread for the answer.
+    #[cold]
+    fn apply_outside<F, U>(&self, s: &Shared, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let cell = SendPtr(self.cell);
+        s.inject(
+            self.trustee as usize,
+            Box::new(move || {
+                let cell = cell;
+                // SAFETY: injected tasks run on the trustee thread in
+                // delegated context: exclusive access to the value.
+                let r = catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell.0.as_ptr()).value.get() })));
+                let _ = tx.send(r);
+            }),
+        );
+        match rx.recv() {
+            Ok(Ok(u)) => u,
+            Ok(Err(p)) => resume_unwind(p),
+            Err(_) => panic!("gossamer: the runtime shut down before the trustee answered"),
+        }
+    }
+
+    /// Runs `f` on the trustee without waiting (§2.4.2): `then` runs later
+    /// on this thread with the result. Allowed in delegated context.
+    ///
+    /// If `f` panics, `then` does not run; the panic is logged (`tracing`,
+    /// error level) and counted in [`Runtime::stats`](crate::Runtime::stats).
+    /// Use [`try_apply_then`](Trust::try_apply_then) to handle it yourself.
+    #[inline]
+    pub fn apply_then<F, U, G>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
+        U: Send + 'static,
+        G: FnOnce(U) + 'static,
+    {
+        self.then_impl::<F, U, G, PlainThen>(f, then)
+    }
+
+    /// Like [`apply_then`](Trust::apply_then), but `then` always runs, with
+    /// `Err` if `f` panicked on the trustee.
+    pub fn try_apply_then<F, U, G>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
+        U: Send + 'static,
+        G: FnOnce(Result<U, Panicked>) + 'static,
+    {
+        self.then_impl::<F, U, G, TryThen>(f, then)
+    }
+
+    #[inline]
+    fn then_impl<F, U, G, K>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+        G: 'static,
+        K: ThenKind<U, G>,
+    {
+        match self.ctx() {
+            Ctx::Worker(w) => {
+                let t = self.trustee as usize;
+                if w.index == t {
+                    let r = {
+                        let _g = w.enter_delegated();
+                        // SAFETY: on the trustee. Delegated closures only
+                        // ever see their own property's value, and a
+                        // closure on this property cannot be running now:
+                        // closures run to completion and this call is not
+                        // made through the value itself.
+                        catch_unwind(AssertUnwindSafe(|| f(unsafe { self.value_mut() })))
+                    };
+                    if let Some((what, p)) = K::run(then, r) {
+                        w.report_panic(what, p);
+                    }
+                    return;
+                }
+                w.store_then(t, then);
+                let c = Completion { run: complete_then::<U, G, K>, data: 0 };
+                w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
+            }
+            Ctx::Outside(s) => {
+                // No scheduler here: wait for the result, then call back.
+                let r = catch_unwind(AssertUnwindSafe(|| self.apply_outside(&s, f)));
+                if let Some((what, p)) = K::run(then, r) {
+                    s.report_panic(None, what, p);
+                }
+            }
+        }
+    }
+
+    /// Like [`apply`](Trust::apply), with an extra argument `w` passed to
+    /// the closure by value (§2.4.3.3). Use it for data a delegated closure
+    /// may not capture: strings, vectors, boxes, borrowed data (cloned).
+    /// Within one process the argument moves without copying; between
+    /// processes it travels serialized, hence the `serde` bounds.
+    ///
+    /// ```
+    /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+    /// use std::collections::HashMap;
+    /// let table = gossamer::local_trustee().entrust(HashMap::new());
+    /// let (k, v) = ("greeting".to_string(), "hello".to_string());
+    /// table.apply_with(|t, (k, v)| t.insert(k, v), (k, v));
+    /// assert_eq!(table.apply(|t| t.len()), 1);
+    /// # });
+    /// ```
+    #[inline]
+    pub fn apply_with<F, V, U>(&self, f: F, w: V) -> U
+    where
+        F: FnOnce(&mut T, V) -> U,
+        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
+        V: Serialize + DeserializeOwned + Send + 'static,
+        U: Send + 'static,
+    {
+        self.apply_unchecked(move |t| f(t, w))
+    }
+
+    /// The non-blocking form of [`apply_with`](Trust::apply_with).
+    #[inline]
+    pub fn apply_with_then<F, V, U, G>(&self, f: F, w: V, then: G)
+    where
+        F: FnOnce(&mut T, V) -> U,
+        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
+        V: Serialize + DeserializeOwned + Send + 'static,
+        U: Send + 'static,
+        G: FnOnce(U) + 'static,
+    {
+        self.then_impl::<_, U, G, PlainThen>(move |t| f(t, w), then)
+    }
+
+    /// Toggles `id` in the property's id set, from wherever we are.
+    fn toggle(&self, id: u64) {
+        let cell = SendPtr(self.cell.as_ptr() as *mut property::Header);
+        let t = self.trustee as usize;
+        if let Some(w) = context::current() {
+            if w.shared.id == self.runtime {
+                if w.index == t {
+                    // SAFETY: on the trustee thread; the id set is separate
+                    // from the value a running closure may hold.
+                    unsafe { property::toggle(w, cell.0, id) };
+                } else {
+                    w.send(t, move || {
+                        let cell = cell;
+                        let w = context::current().expect("runtime message outside a worker");
+                        // SAFETY: runs on the trustee thread.
+                        unsafe { property::toggle(w, cell.0, id) }
+                    });
+                }
+                return;
+            }
+        }
+        // A thread outside the runtime (or a worker of another runtime).
+        if let Some(s) = Shared::find(self.runtime) {
+            s.inject(
+                t,
+                Box::new(move || {
+                    let cell = cell;
+                    let w = context::current().expect("injected task outside a worker");
+                    // SAFETY: injected tasks run on the trustee thread.
+                    unsafe { property::toggle(w, cell.0, id) }
+                }),
+            );
+        }
+        // Else the runtime is gone and dropped its properties at shutdown.
+    }
+}
+
+impl<T: Send + 'static> Clone for Trust<T> {
+    /// Clones the trust (not the property): an asynchronous toggle of a new
+    /// id, so it works anywhere, delegated context included.
+    fn clone(&self) -> Self {
+        let id = match context::current() {
+            Some(w) if w.shared.id == self.runtime => w.new_id(),
+            _ => outside_id(),
+        };
+        self.toggle(id);
+        Trust { cell: self.cell, trustee: self.trustee, runtime: self.runtime, id, _owns: PhantomData }
+    }
+}
+
+impl<T> Drop for Trust<T> {
+    fn drop(&mut self) {
+        drop_trust(self.cell.as_ptr() as *mut property::Header, self.trustee as usize, self.runtime, self.id);
+    }
+}
+
+fn drop_trust(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
+    let cell = SendPtr(h);
+    if let Some(w) = context::current() {
+        if w.shared.id == runtime {
+            if w.index == t {
+                // SAFETY: on the trustee thread.
+                unsafe { property::toggle(w, cell.0, id) };
+            } else {
+                w.send(t, move || {
+                    let cell = cell;
+                    if let Some(w) = context::current() {
+                        // SAFETY: runs on the trustee thread.
+                        unsafe { property::toggle(w, cell.0, id) }
+                    }
+                });
+            }
+            return;
+        }
+    }
+    if let Some(s) = Shared::find(runtime) {
+        s.inject(
+            t,
+            Box::new(move || {
+                let cell = cell;
+                if let Some(w) = context::current() {
+                    // SAFETY: injected tasks run on the trustee thread.
+                    unsafe { property::toggle(w, cell.0, id) }
+                }
+            }),
+        );
+    }
+}
+
+impl<T> std::fmt::Debug for Trust<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trust").field("trustee", &self.trustee).field("id", &self.id).finish()
+    }
+}

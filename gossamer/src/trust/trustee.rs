@@ -1,0 +1,88 @@
+//! `TrusteeRef`: naming a trustee thread, and entrusting properties to it.
+
+use super::property::{self, PropertyCell};
+use super::{outside_id, SendPtr, Trust};
+use crate::runtime::context;
+use crate::runtime::shared::Shared;
+
+/// A reference to one trustee (worker thread) of a runtime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct TrusteeRef {
+    index: u32,
+    runtime: u64,
+}
+
+impl TrusteeRef {
+    pub(crate) fn new(index: usize, runtime: u64) -> Self {
+        TrusteeRef { index: index as u32, runtime }
+    }
+
+    /// The trustee's worker index.
+    pub fn index(&self) -> usize {
+        self.index as usize
+    }
+
+    /// Gives `value` to this trustee and returns the first trust to it
+    /// (§2.3.2). Never blocks: from another thread the registration travels
+    /// as an asynchronous message, so this also works in delegated context.
+    ///
+    /// # Panics
+    /// If the runtime has shut down.
+    pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
+        let t = self.index as usize;
+        match context::current() {
+            Some(w) if w.shared.id == self.runtime => {
+                let id = w.new_id();
+                let cell = PropertyCell::new_boxed(value, id);
+                let h = SendPtr(cell as *mut property::Header);
+                if w.index == t {
+                    // SAFETY: fresh header, registered once, on its trustee.
+                    unsafe { property::register(w, h.0) };
+                } else {
+                    w.send(t, move || {
+                        let h = h;
+                        let w = context::current().expect("runtime message outside a worker");
+                        // SAFETY: as above, on the trustee thread.
+                        unsafe { property::register(w, h.0) }
+                    });
+                }
+                Trust::from_parts(cell, t, self.runtime, id)
+            }
+            _ => {
+                let s = Shared::find(self.runtime).expect("gossamer: entrust on a runtime that has shut down");
+                let id = outside_id();
+                let cell = PropertyCell::new_boxed(value, id);
+                let h = SendPtr(cell as *mut property::Header);
+                s.inject(
+                    t,
+                    Box::new(move || {
+                        let h = h;
+                        let w = context::current().expect("injected task outside a worker");
+                        // SAFETY: fresh header, registered once, on its trustee.
+                        unsafe { property::register(w, h.0) }
+                    }),
+                );
+                Trust::from_parts(cell, t, self.runtime, id)
+            }
+        }
+    }
+}
+
+/// The trustee of the calling thread (Figure 1's `local_trustee()`).
+///
+/// # Panics
+/// Outside the runtime's worker threads.
+pub fn local_trustee() -> TrusteeRef {
+    let w = context::current().expect("gossamer: local_trustee() called outside the runtime's threads");
+    TrusteeRef::new(w.index, w.shared.id)
+}
+
+/// Trustee number `index` of the calling thread's runtime.
+///
+/// # Panics
+/// Outside the runtime, or if `index` is not a worker.
+pub fn trustee(index: usize) -> TrusteeRef {
+    let w = context::current().expect("gossamer: trustee() called outside the runtime's threads");
+    assert!(index < w.shared.n, "gossamer: no trustee {index} (the runtime has {})", w.shared.n);
+    TrusteeRef::new(index, w.shared.id)
+}
