@@ -2,6 +2,7 @@
 
 mod builder;
 pub(crate) mod context;
+mod fence;
 mod join;
 mod pool;
 pub(crate) mod shared;

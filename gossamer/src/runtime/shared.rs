@@ -2,7 +2,7 @@
 //! sleep flag and injection queue (for threads outside the runtime), and the
 //! shutdown flags. Also the process-wide list of live runtimes.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::Thread;
 use std::time::Duration;
@@ -58,6 +58,7 @@ static LIVE: Mutex<Vec<(u64, Weak<Shared>)>> = Mutex::new(Vec::new());
 
 impl Shared {
     pub(crate) fn new(config: Config) -> Arc<Shared> {
+        super::fence::init();
         let n = config.workers;
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
@@ -102,7 +103,7 @@ impl Shared {
     /// either the sleeper sees the new data or we see its flag.
     #[inline]
     pub(crate) fn wake(&self, t: usize) {
-        fence(Ordering::SeqCst);
+        super::fence::light();
         if self.nodes[t].sleeping.load(Ordering::Relaxed) {
             self.unpark(t);
         }

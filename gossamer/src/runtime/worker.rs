@@ -7,7 +7,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -457,7 +457,7 @@ impl Worker {
         }
         let node = &self.shared.nodes[self.index];
         node.sleeping.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
+        super::fence::heavy();
         if !self.has_incoming() {
             thread::park_timeout(Duration::from_millis(50));
         }
@@ -474,6 +474,9 @@ impl Worker {
             did |= self.serve();
             did |= self.poll();
             did |= self.flush_all();
+            if self.shared.stop.load(Ordering::Acquire) {
+                break;
+            }
             let stopping = self.shared.stopping.load(Ordering::SeqCst);
             if did {
                 idle_since = None;
@@ -482,9 +485,6 @@ impl Worker {
                     node.epoch.store(node.epoch.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
                 }
                 continue;
-            }
-            if self.shared.stop.load(Ordering::Acquire) {
-                break;
             }
             if stopping {
                 let q = self.live.get() == 0 && self.lanes_idle() && !node.has_inject.load(Ordering::SeqCst);
