@@ -1,7 +1,10 @@
 fn main() {
     let rt = gossamer::Runtime::builder().workers(2).build().unwrap();
     eprintln!("built");
-    let r = rt.block_on(|| { eprintln!("in fiber"); 5 });
+    let r = rt.block_on(|| {
+        eprintln!("in fiber");
+        5
+    });
     eprintln!("got {r}");
     let r = rt.block_on(|| {
         let ct = gossamer::local_trustee().entrust(17);

@@ -52,7 +52,9 @@ pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Trust, Tru
 pub use trust::delegable::NoRef;
 
 fn worker() -> &'static runtime::worker::Worker {
-    runtime::context::current().expect("gossamer: this call must be made on a thread of the runtime (inside Runtime::block_on or a spawned fiber)")
+    runtime::context::current().expect(
+        "gossamer: this call must be made on a thread of the runtime (inside Runtime::block_on or a spawned fiber)",
+    )
 }
 
 /// Starts a fiber on the calling thread.

@@ -8,10 +8,7 @@ pub(crate) use std::sync::atomic::{AtomicU32, Ordering};
 
 /// An `UnsafeCell` whose accesses `loom` can track for data races.
 #[derive(Debug)]
-pub(crate) struct DataCell<T>(
-    #[cfg(loom)] loom::cell::UnsafeCell<T>,
-    #[cfg(not(loom))] std::cell::UnsafeCell<T>,
-);
+pub(crate) struct DataCell<T>(#[cfg(loom)] loom::cell::UnsafeCell<T>, #[cfg(not(loom))] std::cell::UnsafeCell<T>);
 
 impl<T> DataCell<T> {
     pub(crate) fn new(v: T) -> Self {

@@ -33,9 +33,12 @@ fn blocking_in_a_then_callback_fails_and_is_reported() {
         let a = rt.trustee(1).entrust(0u32);
         let a2 = a.clone();
         rt.block_on(move || {
-            a.apply_then(|v| *v, move |_| {
-                a2.apply(|v| *v);
-            });
+            a.apply_then(
+                |v| *v,
+                move |_| {
+                    a2.apply(|v| *v);
+                },
+            );
             a.apply(|_| ());
         });
         assert_eq!(rt.stats().unhandled_panics, 1);
@@ -131,7 +134,7 @@ fn launch_then_delivers_to_the_issuing_thread_and_panics_in_launch_reach_the_cal
             assert!(r.is_err());
             // The latch was released by the unwinding fiber.
             assert_eq!(t.launch(|v| *v), 2);
-            assert_eq!(t.apply(|l| l.is_locked()), false);
+            assert!(!t.apply(|l| l.is_locked()));
         });
     });
 }

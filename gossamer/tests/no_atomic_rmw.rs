@@ -26,7 +26,23 @@ const HOT: &[&str] = &[
 ];
 
 /// Names of read-modify-write operations in `core::sync::atomic`.
-const RMW: &[&str] = &["fetch_", "swap", "compare_exchange", "atomic_add", "atomic_sub", "atomic_xchg", "atomic_cxchg", "atomic_and", "atomic_or", "atomic_xor", "atomic_nand", "atomic_max", "atomic_min", "atomic_umax", "atomic_umin"];
+const RMW: &[&str] = &[
+    "fetch_",
+    "swap",
+    "compare_exchange",
+    "atomic_add",
+    "atomic_sub",
+    "atomic_xchg",
+    "atomic_cxchg",
+    "atomic_and",
+    "atomic_or",
+    "atomic_xor",
+    "atomic_nand",
+    "atomic_max",
+    "atomic_min",
+    "atomic_umax",
+    "atomic_umin",
+];
 
 #[test]
 fn hot_path_machine_code_has_no_locked_instructions() {
@@ -64,7 +80,8 @@ fn hot_path_machine_code_has_no_locked_instructions() {
             let ins = line.split('\t').nth(1).unwrap_or("").trim();
             let locked = ins.starts_with("lock") || ins.starts_with("xchg") || ins.starts_with("cmpxchg");
             // Unoptimised builds call out to the atomic intrinsics' wrappers.
-            let rmw_call = ins.starts_with("call") && ins.contains("core::sync::atomic::") && RMW.iter().any(|r| ins.contains(r));
+            let rmw_call =
+                ins.starts_with("call") && ins.contains("core::sync::atomic::") && RMW.iter().any(|r| ins.contains(r));
             if locked || rmw_call {
                 bad.push(format!("{f}: {ins}"));
             }

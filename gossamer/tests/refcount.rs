@@ -132,7 +132,9 @@ fn properties_owning_trusts_to_each_other_drop_cleanly_at_shutdown() {
                 let again = holder.clone();
                 holder.apply(move |h| {
                     std::mem::forget(again);
-                    h.1.as_ref().map(|l| l.apply_then(|_| (), |()| {}));
+                    if let Some(l) = h.1.as_ref() {
+                        l.apply_then(|_| (), |()| {});
+                    }
                 });
                 drop(leaf);
             });

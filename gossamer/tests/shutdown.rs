@@ -23,9 +23,12 @@ fn shutdown_completes_outstanding_requests_and_detached_fibers() {
                 gossamer::spawn_on(w, move || {
                     for _ in 0..5000 {
                         let d = d.clone();
-                        c.apply_then(|v| *v += 1, move |()| {
-                            d.fetch_add(1, Ordering::Relaxed);
-                        });
+                        c.apply_then(
+                            |v| *v += 1,
+                            move |()| {
+                                d.fetch_add(1, Ordering::Relaxed);
+                            },
+                        );
                     }
                 });
             }

@@ -112,8 +112,9 @@ pub(crate) unsafe fn encode_request<F>(dst: *mut Word, shim: Shim, prop: *mut u8
     // SAFETY: room for the header words per the caller's contract.
     unsafe {
         *dst = MaybeUninit::new(words);
-        *dst.add(1) = MaybeUninit::new(shim as usize as u64);
-        *dst.add(2) = MaybeUninit::new(prop as usize as u64);
+        // Stored with their pointer types so that they keep provenance.
+        ptr::write(dst.add(1).cast::<Shim>(), shim);
+        ptr::write(dst.add(2).cast::<*mut u8>(), prop);
         put_value(dst.add(REQUEST_HEADER_WORDS), f);
     }
 }
@@ -125,11 +126,11 @@ pub(crate) unsafe fn encode_request<F>(dst: *mut Word, shim: Shim, prop: *mut u8
 /// not run yet; it runs (and is moved out) exactly once here.
 #[inline(always)]
 pub(crate) unsafe fn dispatch(rec: *const Word, out: &mut Responder<'_>) {
-    // SAFETY: the header words are initialised by `encode_request`, and the
-    // shim word holds a function pointer of type `Shim` written there.
+    // SAFETY: the header words are initialised by `encode_request`, which
+    // wrote a `Shim` and a `*mut u8` there.
     unsafe {
-        let shim: Shim = std::mem::transmute::<usize, Shim>((*rec.add(1)).assume_init() as usize);
-        let prop = (*rec.add(2)).assume_init() as usize as *mut u8;
+        let shim: Shim = ptr::read(rec.add(1).cast::<Shim>());
+        let prop: *mut u8 = ptr::read(rec.add(2).cast::<*mut u8>());
         shim(prop, rec.add(REQUEST_HEADER_WORDS) as *mut u8, out)
     }
 }
@@ -240,7 +241,7 @@ mod tests {
                     };
                     let Some(dst) = w.reserve(words, 0) else { break };
                     match i % 3 {
-                        0 => encode_request(dst, shim, 7usize as *mut u8, (i, vec![i as u8; 3])),
+                        0 => encode_request(dst, shim, ptr::without_provenance_mut(7), (i, vec![i as u8; 3])),
                         1 => encode_request(dst, shim, ptr::null_mut(), [i as u8; 4096]),
                         _ => encode_request(dst, shim, ptr::null_mut(), ()),
                     }

@@ -132,7 +132,14 @@ impl<'a> Slot<'a> {
         let meta = self.primary.meta.with(|m| unsafe { *m });
         self.primary.data.with(|p| {
             self.overflow.data.with(|o| {
-                let mut r = BatchReader { primary: p.cast(), overflow: o.cast(), meta, pos: 0, in_overflow: false, left: meta.count };
+                let mut r = BatchReader {
+                    primary: p.cast(),
+                    overflow: o.cast(),
+                    meta,
+                    pos: 0,
+                    in_overflow: false,
+                    left: meta.count,
+                };
                 f(&mut r)
             })
         })
@@ -229,8 +236,11 @@ impl BatchReader {
             self.in_overflow = true;
             self.pos = 0;
         }
-        let (base, limit) =
-            if self.in_overflow { (self.overflow, self.meta.overflow as usize) } else { (self.primary, self.meta.primary as usize) };
+        let (base, limit) = if self.in_overflow {
+            (self.overflow, self.meta.overflow as usize)
+        } else {
+            (self.primary, self.meta.primary as usize)
+        };
         assert!(self.pos < limit, "gossamer: malformed batch (record past its block)");
         // SAFETY: `pos < limit <= block size`, checked just above.
         let rec = unsafe { base.add(self.pos) };

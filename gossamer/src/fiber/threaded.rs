@@ -16,7 +16,7 @@ struct Baton {
     turn: Mutex<Turn>,
     cv: Condvar,
     /// The worker context to install on the fiber thread when it runs.
-    context: Mutex<usize>,
+    context: Mutex<Ctx>,
 }
 
 impl Baton {
@@ -50,6 +50,12 @@ pub(crate) struct Fiber {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// The worker pointer handed to a fiber thread.
+struct Ctx(*const crate::runtime::worker::Worker);
+// SAFETY: only installed as the fiber thread's context while the worker
+// thread it belongs to waits on the baton.
+unsafe impl Send for Ctx {}
+
 struct SendBox(Box<dyn FnOnce()>);
 // SAFETY: the body runs on the fiber thread only while the worker thread that
 // created it is blocked on the baton, so it never runs concurrently with it.
@@ -57,13 +63,17 @@ unsafe impl Send for SendBox {}
 
 impl Fiber {
     pub(crate) fn new(_pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Fiber {
-        let baton = Arc::new(Baton { turn: Mutex::new(Turn::Scheduler), cv: Condvar::new(), context: Mutex::new(0) });
+        let baton = Arc::new(Baton {
+            turn: Mutex::new(Turn::Scheduler),
+            cv: Condvar::new(),
+            context: Mutex::new(Ctx(std::ptr::null())),
+        });
         let b = baton.clone();
         let body = SendBox(body);
         let thread = std::thread::spawn(move || {
             let body = body;
             b.wait_while(Turn::Scheduler);
-            crate::runtime::context::set_raw(*b.context.lock().unwrap());
+            crate::runtime::context::set_raw(b.context.lock().unwrap().0);
             CURRENT.with(|c| c.set(Some(Arc::as_ptr(&b))));
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body.0));
             CURRENT.with(|c| c.set(None));
@@ -78,7 +88,7 @@ impl Fiber {
     pub(crate) fn recycle(self, _pool: &mut StackPool) {}
 
     pub(crate) fn resume(&mut self) -> bool {
-        *self.baton.context.lock().unwrap() = crate::runtime::context::raw();
+        *self.baton.context.lock().unwrap() = Ctx(crate::runtime::context::raw());
         self.baton.pass(Turn::Fiber);
         let t = self.baton.wait_while(Turn::Fiber);
         if t == Turn::Done {
@@ -103,5 +113,5 @@ pub(crate) fn suspend() {
     let b = unsafe { &*b };
     b.pass(Turn::Scheduler);
     b.wait_while(Turn::Scheduler);
-    crate::runtime::context::set_raw(*b.context.lock().unwrap());
+    crate::runtime::context::set_raw(b.context.lock().unwrap().0);
 }

@@ -30,11 +30,11 @@ pub(crate) fn leave() {
 /// The raw context, for the Miri fiber fallback that runs fibers on helper
 /// threads and must carry the context over.
 #[allow(dead_code)]
-pub(crate) fn raw() -> usize {
-    WORKER.with(|w| w.get() as usize)
+pub(crate) fn raw() -> *const Worker {
+    WORKER.with(|w| w.get())
 }
 
 #[allow(dead_code)]
-pub(crate) fn set_raw(v: usize) {
-    WORKER.with(|w| w.set(v as *const Worker));
+pub(crate) fn set_raw(v: *const Worker) {
+    WORKER.with(|w| w.set(v));
 }

@@ -59,7 +59,7 @@ pub(crate) fn init() {
     });
 }
 
-/// Whether publishers get away with a compiler fence.
+/// Whether publishers get away with a compiler fence (`membarrier` works).
 pub(crate) fn asymmetric() -> bool {
     ASYMMETRIC.load(Ordering::Relaxed)
 }

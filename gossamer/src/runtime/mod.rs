@@ -100,6 +100,14 @@ impl Runtime {
         self.shared.n
     }
 
+    /// Whether publishing a batch needs only a compiler fence, because the
+    /// rare sleeping side pays with Linux `membarrier` (see the `fence`
+    /// module); false where `membarrier` is unavailable or disabled with
+    /// `GOSSAMER_NO_MEMBARRIER`, and a real fence is used instead.
+    pub fn asymmetric_fences(&self) -> bool {
+        fence::asymmetric()
+    }
+
     /// Counters.
     pub fn stats(&self) -> Stats {
         Stats {
@@ -232,4 +240,39 @@ where
     R: Send + 'static,
 {
     join::spawn_at(&w.shared, thread, f)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! A small end-to-end run, kept small enough for Miri (where fibers
+    //! fall back to threads), so that Miri checks the channel as used.
+    use super::Runtime;
+
+    #[test]
+    fn delegation_round_trips_between_two_workers() {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let v = rt.block_on(|| {
+            let remote = crate::trustee(1).entrust(vec![1u64]);
+            let local = crate::local_trustee().entrust(0u64);
+            for i in 0..5 {
+                remote.apply(move |v| v.push(i));
+                local.apply(|x| *x += 1);
+            }
+            let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+            let s = seen.clone();
+            remote.apply_then(|v| v.len(), move |n| s.set(n));
+            let big: Vec<u64> = remote.apply_with(
+                |v, extra: Vec<u64>| {
+                    v.extend(extra);
+                    v.clone()
+                },
+                vec![7; 100],
+            );
+            let fiber = crate::spawn_on(1, move || remote.apply(|v| v.iter().sum::<u64>()));
+            assert_eq!(seen.get(), 6);
+            (big.len(), fiber.join().unwrap(), local.apply(|x| *x))
+        });
+        assert_eq!(v, (106, 1 + 10 + 700, 5));
+        assert!(rt.shutdown().clean);
+    }
 }

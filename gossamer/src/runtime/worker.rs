@@ -26,8 +26,8 @@ use super::shared::Shared;
 /// What to do with one response when it arrives.
 #[derive(Clone, Copy)]
 pub(crate) struct Completion {
-    pub(crate) run: unsafe fn(&Worker, usize, usize, *const Word),
-    pub(crate) data: usize,
+    pub(crate) run: unsafe fn(&Worker, usize, *const (), *const Word),
+    pub(crate) data: *const (),
 }
 
 /// Client-side state for one trustee: requests waiting for the slot, the
@@ -88,7 +88,7 @@ unsafe fn thread_shim<F: FnOnce()>(_prop: *mut u8, env: *mut u8, out: &mut Respo
     out.put::<()>(catch_unwind(AssertUnwindSafe(f)));
 }
 
-unsafe fn complete_ignore(w: &Worker, _lane: usize, _data: usize, rec: *const Word) {
+unsafe fn complete_ignore(w: &Worker, _lane: usize, _data: *const (), rec: *const Word) {
     // SAFETY: messages sent by `Worker::send` answer `()`.
     if let Err(p) = unsafe { take_response::<()>(rec) } {
         w.report_panic("runtime message", p);
@@ -198,7 +198,8 @@ impl Worker {
         let n = self.ready.borrow().len();
         for _ in 0..n {
             let Some(id) = self.ready.borrow_mut().pop_front() else { break };
-            let mut f = self.fibers.borrow_mut()[id as usize].take().expect("gossamer: woke a fiber that is not suspended");
+            let mut f =
+                self.fibers.borrow_mut()[id as usize].take().expect("gossamer: woke a fiber that is not suspended");
             self.current.set(id);
             let done = f.resume();
             self.current.set(NO_FIBER);
@@ -268,7 +269,13 @@ impl Worker {
                 self.report_panic("runtime message", p);
             }
         } else {
-            self.enqueue(t, thread_shim::<F>, ptr::null_mut(), f, Completion { run: complete_ignore, data: 0 });
+            self.enqueue(
+                t,
+                thread_shim::<F>,
+                ptr::null_mut(),
+                f,
+                Completion { run: complete_ignore, data: ptr::null() },
+            );
         }
     }
 
@@ -329,7 +336,11 @@ impl Worker {
                 slot.read(|r| {
                     assert_eq!(r.count(), in_flight, "gossamer: response count does not match the batch");
                     while let Some(rec) = r.next(record_words) {
-                        let c = self.lanes[t].borrow_mut().completions.pop_front().expect("gossamer: response without request");
+                        let c = self.lanes[t]
+                            .borrow_mut()
+                            .completions
+                            .pop_front()
+                            .expect("gossamer: response without request");
                         (c.run)(self, t, c.data, rec);
                     }
                 })
@@ -521,7 +532,8 @@ impl Worker {
                 self.report_panic("property drop at shutdown", p);
             }
         }
-        let tasks = std::mem::take(&mut *self.shared.nodes[self.index].inject.lock().unwrap_or_else(|e| e.into_inner()));
+        let tasks =
+            std::mem::take(&mut *self.shared.nodes[self.index].inject.lock().unwrap_or_else(|e| e.into_inner()));
         drop(tasks);
     }
 }

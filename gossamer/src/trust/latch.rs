@@ -126,16 +126,20 @@ impl<T> Drop for LatchGuard<'_, T> {
 #[derive(Clone, Copy)]
 struct ReplyTo {
     worker: usize,
-    target: usize,
+    target: *const (),
 }
 
-fn deliver<R: Send + 'static>(reply: ReplyTo, r: R, finish: unsafe fn(&Worker, usize, R)) {
+// SAFETY: `target` is only dereferenced back on `worker`, its own thread.
+unsafe impl Send for ReplyTo {}
+
+fn deliver<R: Send + 'static>(reply: ReplyTo, r: R, finish: unsafe fn(&Worker, *const (), R)) {
     let w = context::current().expect("launched fiber outside its runtime");
     if reply.worker == w.index {
         // SAFETY: `finish` matches the target stored in `reply`.
         unsafe { finish(w, reply.target, r) };
     } else {
         w.send(reply.worker, move || {
+            let reply = reply;
             let w = context::current().expect("launch reply outside its runtime");
             // SAFETY: as above.
             unsafe { finish(w, reply.target, r) };
@@ -143,14 +147,14 @@ fn deliver<R: Send + 'static>(reply: ReplyTo, r: R, finish: unsafe fn(&Worker, u
     }
 }
 
-unsafe fn finish_wait<U>(w: &Worker, target: usize, r: thread::Result<U>) {
+unsafe fn finish_wait<U>(w: &Worker, target: *const (), r: thread::Result<U>) {
     // SAFETY: `target` is the `Waiter<U>` of a fiber suspended in `launch`.
     unsafe { Waiter::complete(w, target, r) }
 }
 
-unsafe fn finish_then<U, G: FnOnce(U)>(w: &Worker, target: usize, r: thread::Result<U>) {
+unsafe fn finish_then<U, G: FnOnce(U)>(w: &Worker, target: *const (), r: thread::Result<U>) {
     // SAFETY: `target` is the boxed callback leaked by `launch_then`.
-    let g = unsafe { Box::from_raw(target as *mut G) };
+    let g = unsafe { Box::from_raw(target.cast::<G>().cast_mut()) };
     if let Some((what, p)) = <super::PlainThen as super::ThenKind<U, G>>::run(*g, r) {
         w.report_panic(what, p);
     }
@@ -187,11 +191,11 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     {
         let w = context::current().expect("gossamer: launch_then must be called from the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
-        let target = Box::into_raw(Box::new(then)) as usize;
+        let target: *const () = Box::into_raw(Box::new(then)).cast_const().cast();
         self.start(w, f, ReplyTo { worker: w.index, target }, finish_then::<U, G>);
     }
 
-    fn start<F, U>(&self, w: &Worker, f: F, reply: ReplyTo, finish: unsafe fn(&Worker, usize, thread::Result<U>))
+    fn start<F, U>(&self, w: &Worker, f: F, reply: ReplyTo, finish: unsafe fn(&Worker, *const (), thread::Result<U>))
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,

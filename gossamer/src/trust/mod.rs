@@ -93,8 +93,8 @@ impl<U> Waiter<U> {
     }
 
     /// The address the completion writes to.
-    pub(crate) fn as_data(&self) -> usize {
-        self as *const Waiter<U> as usize
+    pub(crate) fn as_data(&self) -> *const () {
+        (self as *const Waiter<U>).cast()
     }
 
     /// Stores the result and wakes the waiting fiber.
@@ -102,8 +102,8 @@ impl<U> Waiter<U> {
     /// # Safety
     /// `data` must come from `as_data` of a waiter whose fiber is suspended
     /// in `wait` on worker `w`, and be completed once.
-    pub(crate) unsafe fn complete(w: &Worker, data: usize, r: thread::Result<U>) {
-        let wait = data as *const Waiter<U>;
+    pub(crate) unsafe fn complete(w: &Worker, data: *const (), r: thread::Result<U>) {
+        let wait = data.cast::<Waiter<U>>();
         // SAFETY: per the contract the waiter is live and nobody else
         // accesses its result while its fiber is suspended.
         unsafe {
@@ -128,7 +128,7 @@ impl<U> Waiter<U> {
     }
 }
 
-unsafe fn complete_wake<U>(w: &Worker, _lane: usize, data: usize, rec: *const Word) {
+unsafe fn complete_wake<U>(w: &Worker, _lane: usize, data: *const (), rec: *const Word) {
     // SAFETY: `data` is the `Waiter<U>` on the stack of a fiber suspended
     // until this completion; the response holds a `U`.
     unsafe { Waiter::<U>::complete(w, data, take_response::<U>(rec)) }
@@ -160,7 +160,7 @@ impl<U, G: FnOnce(Result<U, Panicked>)> ThenKind<U, G> for TryThen {
     }
 }
 
-unsafe fn complete_then<U, G, K: ThenKind<U, G>>(w: &Worker, lane: usize, _data: usize, rec: *const Word) {
+unsafe fn complete_then<U, G, K: ThenKind<U, G>>(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
     // SAFETY: `then_impl` stored a `G` for this request, in order, and the
     // response holds a `U`.
     let (g, r) = unsafe { (w.take_then::<G>(lane), take_response::<U>(rec)) };
@@ -215,6 +215,7 @@ impl<T: Send + 'static> Trust<T> {
     /// # Safety
     /// Only on the trustee thread, outside any other access to the value.
     #[inline]
+    #[allow(clippy::mut_from_ref)]
     unsafe fn value_mut(&self) -> &mut T {
         // SAFETY: per the caller.
         unsafe { &mut *(*self.cell.as_ptr()).value.get() }
@@ -349,7 +350,7 @@ impl<T: Send + 'static> Trust<T> {
                     return;
                 }
                 w.store_then(t, then);
-                let c = Completion { run: complete_then::<U, G, K>, data: 0 };
+                let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
                 w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
             }
             Ctx::Outside(s) => {
