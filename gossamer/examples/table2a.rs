@@ -1,0 +1,22 @@
+//! Table II(a) of the thesis: a thread pool, a `HashMap` entrusted to it,
+//! and a fiber spawned on the pool that inserts a greeting.
+
+use std::collections::HashMap;
+
+fn main() {
+    let pool = gossamer::ThreadPool::new(4);
+    let property: HashMap<&'static str, &'static str> = HashMap::new();
+    let trust = pool.entrust(property);
+    let t = trust.clone();
+    pool.spawn(move || {
+        t.apply(|property| property.insert("Greeting", "Hello"));
+    })
+    .join()
+    .expect("the fiber panicked");
+    let greeting = trust.apply(|property| property.get("Greeting").copied());
+    println!(
+        "table II(a): the pool's trustee {} holds Greeting = {:?}",
+        trust.trustee().index(),
+        greeting.expect("inserted")
+    );
+}
