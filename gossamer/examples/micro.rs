@@ -32,7 +32,10 @@ fn main() {
     let (runs, n) = if quick { (3, 100_000u64) } else { (5, 1_000_000u64) };
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rt = Runtime::builder().workers(2).build().expect("runtime");
-    println!("gossamer micro-figures: 2 workers on {cores} cores, median of {runs} runs, asymmetric fences: {}", rt.asymmetric_fences());
+    println!(
+        "gossamer micro-figures: 2 workers on {cores} cores, median of {runs} runs, asymmetric fences: {}",
+        rt.asymmetric_fences()
+    );
     println!("{:<48} {:>14}", "figure", "value");
 
     let mut rtt = vec![];

@@ -49,6 +49,13 @@ the closure runs in a fiber that may block";
 
 const NO_FIBER: u32 = u32::MAX;
 
+/// How long the worker has found nothing to do.
+#[derive(Default)]
+struct Idle {
+    rounds: u32,
+    since: Option<Instant>,
+}
+
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
@@ -457,12 +464,20 @@ impl Worker {
         }
     }
 
-    fn idle(&self, since: &mut Option<Instant>) {
-        let start = *since.get_or_insert_with(Instant::now);
-        if start.elapsed() < self.shared.config.idle_spin {
-            for _ in 0..32 {
+    /// Called when an iteration found nothing to do. Polls tightly at
+    /// first (a response is usually a fraction of a microsecond away), then
+    /// yields the core between polls, and after `idle_spin` sleeps until
+    /// someone sends work.
+    fn idle(&self, idle: &mut Idle) {
+        idle.rounds += 1;
+        if idle.rounds < 128 {
+            for _ in 0..16 {
                 std::hint::spin_loop();
             }
+            return;
+        }
+        let start = *idle.since.get_or_insert_with(Instant::now);
+        if start.elapsed() < self.shared.config.idle_spin {
             thread::yield_now();
             return;
         }
@@ -477,7 +492,7 @@ impl Worker {
 
     pub(crate) fn run(&self) {
         let node = &self.shared.nodes[self.index];
-        let mut idle_since = None;
+        let mut idle = Idle::default();
         loop {
             let mut did = self.drain_injector();
             did |= self.run_ready();
@@ -490,7 +505,7 @@ impl Worker {
             }
             let stopping = self.shared.stopping.load(Ordering::SeqCst);
             if did {
-                idle_since = None;
+                idle = Idle::default();
                 if stopping {
                     self.set_quiet(false);
                     node.epoch.store(node.epoch.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
@@ -501,7 +516,7 @@ impl Worker {
                 let q = self.live.get() == 0 && self.lanes_idle() && !node.has_inject.load(Ordering::SeqCst);
                 self.set_quiet(q);
             }
-            self.idle(&mut idle_since);
+            self.idle(&mut idle);
         }
         self.cleanup();
     }
