@@ -1,0 +1,138 @@
+//! Command-line interface: the subcommands and the options they share.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::keys::Dist;
+
+/// Trust<T> against locks and concurrent maps.
+///
+/// Every run prints the machine's core count and its exact configuration,
+/// writes CSV files and PNG plots to the results folder, verifies its final
+/// counts or map contents, and exits with status 2 on a mismatch.
+#[derive(Parser, Debug)]
+#[command(name = "gossamer-bench", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+/// Options shared by every subcommand.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Short sweeps: the whole suite (`all`) finishes in under 3 minutes on 2 cores.
+    #[arg(long, global = true, conflicts_with = "smoke")]
+    pub quick: bool,
+    /// Tiny sweeps that only check correctness (a few seconds per subcommand).
+    #[arg(long, global = true)]
+    pub smoke: bool,
+    /// Folder for CSV files and plots.
+    #[arg(long, global = true, default_value = "results")]
+    pub out: PathBuf,
+    /// Worker threads of the runtime, and OS threads for the lock baselines
+    /// [default: available cores].
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
+    /// Dedicated trustee threads in the `-ded` variants [default: threads/4, at least 1].
+    #[arg(long, global = true)]
+    pub dedicated: Option<usize>,
+    /// Repetitions of every measurement; tables report medians [default: 3, quick and smoke: 1].
+    #[arg(long, global = true)]
+    pub repeat: Option<usize>,
+    /// Length of one measurement in milliseconds [default: 1000, quick: 150, smoke: 20].
+    #[arg(long, global = true)]
+    pub duration_ms: Option<u64>,
+    /// Pin runtime workers and lock threads to cores.
+    #[arg(long, global = true)]
+    pub pin: bool,
+    /// Skip the PNG plots.
+    #[arg(long, global = true)]
+    pub no_plots: bool,
+    /// Seed of the key generators.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub seed: u64,
+    /// Fibers per client thread for the blocking `apply` variants.
+    #[arg(long, global = true, default_value_t = 128)]
+    pub fibers: usize,
+    /// Requests in flight per client thread for the `apply_then` variants.
+    #[arg(long, global = true, default_value_t = 512)]
+    pub window: usize,
+    /// Deliberately miscount, to check that verification fails (for tests).
+    #[arg(long, global = true, hide = true)]
+    pub fault: bool,
+}
+
+/// The benchmarks.
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Fetch-and-add throughput against the number of objects (thesis §2.6.1).
+    Faa(FaaArgs),
+    /// Latency (mean, p50, p99, p99.9) against offered load (thesis §2.6.2).
+    Latency(LatencyArgs),
+    /// Concurrent map throughput against table size and write ratio (thesis §2.6.3).
+    Map(MapArgs),
+    /// Micro-figures: fiber switch, round trip, one trustee's throughput,
+    /// local shortcut, idle CPU and wake-up latency.
+    Micro(MicroArgs),
+    /// Everything above, in order.
+    All,
+}
+
+/// Options of `faa`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct FaaArgs {
+    /// Object counts to sweep (comma separated) [default: depends on the scale].
+    #[arg(long, value_delimiter = ',')]
+    pub objects: Vec<u64>,
+    /// Key distributions [default: uniform,zipf].
+    #[arg(long, value_delimiter = ',')]
+    pub dist: Vec<Dist>,
+    /// Variants to run (comma separated names) [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
+}
+
+/// Options of `latency`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct LatencyArgs {
+    /// Offered loads in million operations per second [default: depends on the scale].
+    #[arg(long, value_delimiter = ',')]
+    pub loads: Vec<f64>,
+    /// Variants to run (comma separated names) [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
+}
+
+/// Options of `map`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MapArgs {
+    /// Table sizes for the size sweep (5% writes) [default: depends on the scale].
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Vec<u64>,
+    /// Write percentages for the write sweep [default: depends on the scale].
+    #[arg(long, value_delimiter = ',')]
+    pub writes: Vec<u32>,
+    /// Table size of the write sweep under uniform keys [default: 1000].
+    #[arg(long)]
+    pub uniform_size: Option<u64>,
+    /// Table size of the write sweep under Zipf keys [default: 10^7, quick: 10^5].
+    #[arg(long)]
+    pub zipf_size: Option<u64>,
+    /// Key distributions [default: uniform,zipf].
+    #[arg(long, value_delimiter = ',')]
+    pub dist: Vec<Dist>,
+    /// Variants to run (comma separated names) [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
+}
+
+/// Options of `micro`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MicroArgs {
+    /// Operations per micro-figure [default: depends on the scale].
+    #[arg(long)]
+    pub ops: Option<u64>,
+}
