@@ -9,11 +9,13 @@ fn main() {
     let trust = pool.entrust(property);
     let t = trust.clone();
     pool.spawn(move || {
-        t.apply(|property| property.insert("Greeting", "Hello"));
+        t.apply(|property| {
+            property.insert("Greeting", "Hello");
+        });
     })
     .join()
     .expect("the fiber panicked");
-    let greeting = trust.apply(|property| property.get("Greeting").copied());
+    let greeting = trust.apply(|property| property.get("Greeting").map(|g| g.to_string()));
     println!(
         "table II(a): the pool's trustee {} holds Greeting = {:?}",
         trust.trustee().index(),

@@ -46,7 +46,7 @@ mod trust;
 
 pub use error::{Error, JoinError, Panicked};
 pub use runtime::{Builder, JoinHandle, Runtime, ShutdownReport, Stats, ThreadPool};
-pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Trust, TrusteeRef};
+pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef};
 
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;

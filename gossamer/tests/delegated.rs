@@ -4,7 +4,7 @@
 mod common;
 use common::{rt, within};
 
-use gossamer::Latch;
+use gossamer::{Latch, Trust};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 #[test]
@@ -15,8 +15,7 @@ fn blocking_inside_a_delegated_closure_fails_at_once_naming_launch() {
         let inner = rt.trustee(0).entrust(0u32);
         let msg = rt.block_on(move || {
             let r = catch_unwind(AssertUnwindSafe(|| {
-                let inner = inner.clone();
-                outer.apply(move |_| inner.apply(|v| *v))
+                outer.apply_with(|_, inner: Trust<u32>| inner.apply(|v| *v), inner.clone())
             }));
             let p = r.unwrap_err();
             p.downcast_ref::<String>().cloned().unwrap_or_default()
@@ -54,11 +53,13 @@ fn apply_then_is_allowed_in_delegated_context() {
         let b2 = b.clone();
         rt.block_on(move || {
             for _ in 0..100 {
-                let b = b2.clone();
-                a.apply(move |v| {
-                    *v += 1;
-                    b.apply_then(|w| *w += 1, |()| {});
-                });
+                a.apply_with(
+                    |v, b: Trust<u32>| {
+                        *v += 1;
+                        b.apply_then(|w| *w += 1, |()| {});
+                    },
+                    b2.clone(),
+                );
             }
             // Trustee 1's requests to trustee 2 are sent by trustee 1's
             // worker loop; wait for them to land.
@@ -84,14 +85,17 @@ fn launch_allows_nested_blocking_apply() {
                     let account = account.clone();
                     let audit = audit2.clone();
                     gossamer::spawn_on(i % 3, move || {
-                        account.launch(move |bal| {
-                            // Nested blocking delegation while holding the latch.
-                            let seen = audit.apply(|log| log.len());
-                            *bal -= 1;
-                            let b = *bal;
-                            audit.apply(move |log| log.push(b));
-                            seen
-                        })
+                        account.launch_with(
+                            |bal, audit: Trust<Vec<i64>>| {
+                                // Nested blocking delegation while holding the latch.
+                                let seen = audit.apply(|log| log.len());
+                                *bal -= 1;
+                                let b = *bal;
+                                audit.apply(move |log| log.push(b));
+                                seen
+                            },
+                            audit,
+                        )
                     })
                 })
                 .collect();

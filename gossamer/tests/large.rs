@@ -30,23 +30,27 @@ fn large_captures_and_large_by_value_results_take_the_boxed_path() {
         let t = rt.trustee(1).entrust(0u64);
         rt.block_on(move || {
             let big = [7u64; 300]; // 2400 bytes captured by value: boxed
-            let r: [u64; 300] = t.apply(move |v| {
+                                   // A 768-byte result by value: boxed too.
+            type Big = ([u64; 32], [u64; 32], [u64; 32]);
+            let r: Big = t.apply(move |v| {
                 *v += big.iter().sum::<u64>();
-                let mut out = big;
-                out[0] = *v;
+                let mut out = ([7; 32], [8; 32], [9; 32]);
+                out.0[0] = *v;
                 out
             });
-            assert_eq!(r[0], 2100);
-            assert_eq!(r[299], 7);
+            assert_eq!(r.0[0], 2100);
+            assert_eq!((r.0[31], r.1[0], r.2[31]), (7, 8, 9));
             // Many mid-size results in one batch force the trustee to box
             // some of them when the response slot runs short.
             let done = std::rc::Rc::new(std::cell::Cell::new(0));
             for i in 0..200u64 {
                 let d = done.clone();
+                // 384-byte results: a batch of them outgrows the response
+                // slot, and the trustee boxes the rest.
                 t.apply_then(
-                    move |_| [i; 48],
-                    move |a: [u64; 48]| {
-                        assert_eq!(a, [i; 48]);
+                    move |_| ([i; 24], [i; 24]),
+                    move |a: ([u64; 24], [u64; 24])| {
+                        assert_eq!(a, ([i; 24], [i; 24]));
                         d.set(d.get() + 1);
                     },
                 );

@@ -38,7 +38,7 @@ fn a_panic_on_the_local_shortcut_also_reaches_the_caller() {
         let rt = rt(1);
         rt.block_on(|| {
             let t = gossamer::local_trustee().entrust(0);
-            let r = catch_unwind(AssertUnwindSafe(|| t.apply(|_| panic!("local"))));
+            let r = catch_unwind(AssertUnwindSafe(|| t.apply(|_| -> u8 { panic!("local") })));
             assert!(r.is_err());
             // Delegated context was left: blocking calls work again.
             assert_eq!(t.apply(|v| *v + 1), 1);

@@ -7,6 +7,8 @@ use common::{rt, within};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use gossamer::Trust;
+
 /// A property that counts its drops.
 struct Counted(Arc<AtomicUsize>);
 impl Drop for Counted {
@@ -64,30 +66,31 @@ fn clone_inside_delegated_context_keeps_the_property_alive() {
         let rt = rt(2);
         let d = drops.clone();
         rt.block_on(move || {
+            type Registry = Vec<(Trust<Counted>, Trust<Counted>)>;
             let inner = gossamer::trustee(1).entrust(Counted(d));
-            // A registry on trustee 0 that stores clones made inside a
-            // delegated closure running on trustee 0.
-            let registry = gossamer::trustee(0).entrust(Vec::new());
-            let reg2 = registry.clone();
+            // A registry on trustee 0, filled from a closure running on trustee 1.
+            let registry: Trust<Registry> = gossamer::trustee(0).entrust(Vec::new());
             let keep = gossamer::trustee(1).entrust(0u8);
-            // Clone inside delegated context (trustee 1's closure clones
-            // a trust to a property of trustee 1 and one of trustee 0).
-            let inner2 = inner.clone();
-            keep.apply(move |_| {
-                let a = inner2.clone();
-                let b = inner2.clone();
-                drop(inner2);
-                reg2.apply_then(move |r| r.push((a, b)), |()| {});
-            });
+            // Clone and drop inside delegated context: trustee 1's closure
+            // clones a trust to its own property twice and drops the original.
+            keep.apply_with(
+                |_, (inner2, reg2): (Trust<Counted>, Trust<Registry>)| {
+                    let a = inner2.clone();
+                    let b = inner2.clone();
+                    drop(inner2);
+                    reg2.apply_with_then(|r, ab| r.push(ab), (a, b), |()| {});
+                },
+                (inner.clone(), registry.clone()),
+            );
             drop(inner);
-            // The registry still holds two trusts: the property lives.
-            registry.apply(|_| ());
-            let n = registry.apply(|r| r.len());
-            assert_eq!(n, 1);
-            // Use one of them, then empty the registry (drop inside delegated context).
+            // Trustee 1 sends the registration asynchronously.
+            while registry.apply(|r| r.len()) == 0 {
+                gossamer::yield_now();
+            }
+            // The registry holds the only two trusts: the property lives.
             let v = registry.apply(|r| r[0].0.clone());
             v.apply(|_| ());
-            registry.apply(|r| r.clear());
+            registry.apply(|r| r.clear()); // drops inside delegated context
             drop(v);
         });
         wait_for(&drops, 1);
@@ -129,13 +132,15 @@ fn properties_owning_trusts_to_each_other_drop_cleanly_at_shutdown() {
                 let leaf = gossamer::trustee(1).entrust(Counted(d.clone()));
                 let holder = gossamer::trustee(1).entrust((Counted(d), Some(leaf.clone())));
                 // A cycle through the holder keeps both alive until shutdown.
-                let again = holder.clone();
-                holder.apply(move |h| {
-                    std::mem::forget(again);
-                    if let Some(l) = h.1.as_ref() {
-                        l.apply_then(|_| (), |()| {});
-                    }
-                });
+                holder.apply_with(
+                    |h, again| {
+                        std::mem::forget(again);
+                        if let Some(l) = h.1.as_ref() {
+                            l.apply_then(|_| (), |()| {});
+                        }
+                    },
+                    holder.clone(),
+                );
                 drop(leaf);
             });
         }

@@ -13,9 +13,11 @@ use crate::trust::Trust;
 /// let trust = pool.entrust(HashMap::new());
 /// let t = trust.clone();
 /// pool.spawn(move || {
-///     t.apply(|p| p.insert("Greeting", "Hello"));
+///     t.apply(|p| {
+///         p.insert("Greeting", "Hello");
+///     });
 /// }).join().unwrap();
-/// assert_eq!(trust.apply(|p| p.get("Greeting").copied()), Some("Hello"));
+/// assert_eq!(trust.apply(|p| p.get("Greeting").map(|g| g.to_string())), Some("Hello".to_string()));
 /// ```
 pub struct ThreadPool {
     rt: Runtime,

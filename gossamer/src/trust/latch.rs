@@ -12,7 +12,7 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread;
 
-use super::{Delegable, SendPtr, Trust, Waiter};
+use super::{Delegable, SendPtr, Transferable, Trust, Waiter};
 use crate::fiber;
 use crate::runtime::context;
 use crate::runtime::worker::Worker;
@@ -168,8 +168,8 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     pub fn launch<F, U>(&self, f: F) -> U
     where
         F: FnOnce(&mut T) -> U,
-        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
-        U: Send + 'static,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable,
     {
         let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
@@ -180,13 +180,31 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         wait.wait()
     }
 
+    /// Like [`launch`](Trust::launch), with an argument passed by value, for
+    /// data the closure may not capture (trusts to use inside, heap data).
+    pub fn launch_with<F, V, U>(&self, f: F, v: V) -> U
+    where
+        F: FnOnce(&mut T, V) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        V: Transferable,
+        U: Transferable,
+    {
+        let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
+        assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+        w.check_may_block();
+        let wait = Waiter::<U>::new(w.current_fiber());
+        let reply = ReplyTo { worker: w.index, target: wait.as_data() };
+        self.start(w, move |t| f(t, v), reply, finish_wait::<U>);
+        wait.wait()
+    }
+
     /// The non-blocking form of [`launch`](Trust::launch): `then` runs on
     /// this thread with the result. Allowed in delegated context.
     pub fn launch_then<F, U, G>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U,
-        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
-        U: Send + 'static,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable,
         G: FnOnce(U) + 'static,
     {
         let w = context::current().expect("gossamer: launch_then must be called from the runtime");

@@ -5,6 +5,7 @@ pub(crate) mod delegable;
 mod latch;
 pub(crate) mod property;
 mod trustee;
+mod wire;
 
 use std::any::Any;
 use std::cell::UnsafeCell;
@@ -15,9 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use serde::de::DeserializeOwned;
-use serde::Serialize;
-
 use crate::channel::record::{take_response, take_value, Responder};
 use crate::channel::slot::Word;
 use crate::error::Panicked;
@@ -26,7 +24,7 @@ use crate::runtime::context;
 use crate::runtime::shared::Shared;
 use crate::runtime::worker::{Completion, Worker};
 
-pub use delegable::Delegable;
+pub use delegable::{Delegable, Transferable};
 pub use latch::{Latch, LatchGuard};
 use property::PropertyCell;
 pub use trustee::{local_trustee, trustee, TrusteeRef};
@@ -237,8 +235,8 @@ impl<T: Send + 'static> Trust<T> {
     pub fn apply<F, U>(&self, f: F) -> U
     where
         F: FnOnce(&mut T) -> U,
-        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
-        U: Send + 'static,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable,
     {
         self.apply_unchecked(f)
     }
@@ -304,8 +302,8 @@ impl<T: Send + 'static> Trust<T> {
     pub fn apply_then<F, U, G>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U,
-        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
-        U: Send + 'static,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable,
         G: FnOnce(U) + 'static,
     {
         self.then_impl::<F, U, G, PlainThen>(f, then)
@@ -316,8 +314,8 @@ impl<T: Send + 'static> Trust<T> {
     pub fn try_apply_then<F, U, G>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U,
-        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
-        U: Send + 'static,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable,
         G: FnOnce(Result<U, Panicked>) + 'static,
     {
         self.then_impl::<F, U, G, TryThen>(f, then)
@@ -382,9 +380,9 @@ impl<T: Send + 'static> Trust<T> {
     pub fn apply_with<F, V, U>(&self, f: F, w: V) -> U
     where
         F: FnOnce(&mut T, V) -> U,
-        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
-        V: Serialize + DeserializeOwned + Send + 'static,
-        U: Send + 'static,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        V: Transferable,
+        U: Transferable,
     {
         self.apply_unchecked(move |t| f(t, w))
     }
@@ -394,9 +392,9 @@ impl<T: Send + 'static> Trust<T> {
     pub fn apply_with_then<F, V, U, G>(&self, f: F, w: V, then: G)
     where
         F: FnOnce(&mut T, V) -> U,
-        F: Delegable, // delegated closures may not capture references or raw pointers: pass data through `apply_with`
-        V: Serialize + DeserializeOwned + Send + 'static,
-        U: Send + 'static,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        V: Transferable,
+        U: Transferable,
         G: FnOnce(U) + 'static,
     {
         self.then_impl::<_, U, G, PlainThen>(move |t| f(t, w), then)

@@ -34,7 +34,7 @@ pub(crate) struct PropertyCell<T> {
 impl<T> PropertyCell<T> {
     /// Allocates a cell whose id set holds just `id`.
     pub(crate) fn new_boxed(value: T, id: u64) -> *mut PropertyCell<T> {
-        Box::into_raw(Box::new(PropertyCell {
+        let cell = Box::into_raw(Box::new(PropertyCell {
             header: Header {
                 ids: UnsafeCell::new(vec![id]),
                 index: Cell::new(usize::MAX),
@@ -42,7 +42,11 @@ impl<T> PropertyCell<T> {
                 drop_fn: Self::drop_fn,
             },
             value: UnsafeCell::new(value),
-        }))
+        }));
+        // Trusts may carry the address as an integer (serialized, or to
+        // another process); the trustee turns it back into this pointer.
+        let _ = cell.expose_provenance();
+        cell
     }
 
     unsafe fn drop_fn(h: *mut Header) {
