@@ -1,45 +1,54 @@
-//! The slots of a runtime: for every (client thread, trustee thread) pair one
-//! request slot and one response slot, laid out so that a trustee scans its
-//! request flags, and a client its response flags, in contiguous memory.
+//! The slots of a program: for every (client thread, trustee thread) pair
+//! one request slot and one response slot, laid out so that a trustee scans
+//! its request flags, and a client its response flags, in contiguous memory.
+//! The memory belongs to a region (see `runtime::region`).
 
 use super::slot::{Overflow, Primary, Slot};
 
 pub(crate) struct Matrix {
     n: usize,
     /// Indexed `[trustee * n + client]`.
-    req_primary: Box<[Primary]>,
-    req_overflow: Box<[Overflow]>,
+    req_primary: *const Primary,
+    req_overflow: *const Overflow,
     /// Indexed `[client * n + trustee]`.
-    resp_primary: Box<[Primary]>,
-    resp_overflow: Box<[Overflow]>,
+    resp_primary: *const Primary,
+    resp_overflow: *const Overflow,
 }
 
-fn blocks<T: Default>(n: usize) -> Box<[T]> {
-    (0..n).map(|_| T::default()).collect()
-}
+// SAFETY: a view of slots, whose accesses follow the slot protocol.
+unsafe impl Send for Matrix {}
+// SAFETY: as above.
+unsafe impl Sync for Matrix {}
 
 impl Matrix {
-    pub(crate) fn new(n: usize) -> Self {
-        Matrix {
-            n,
-            req_primary: blocks(n * n),
-            req_overflow: blocks(n * n),
-            resp_primary: blocks(n * n),
-            resp_overflow: blocks(n * n),
-        }
+    /// # Safety
+    /// Each pointer must address `n * n` zero-initialised (or protocol-
+    /// maintained) blocks that outlive the matrix.
+    pub(crate) unsafe fn from_raw(
+        n: usize,
+        req_primary: *const Primary,
+        req_overflow: *const Overflow,
+        resp_primary: *const Primary,
+        resp_overflow: *const Overflow,
+    ) -> Self {
+        Matrix { n, req_primary, req_overflow, resp_primary, resp_overflow }
     }
 
     /// The slot `client` writes requests for `trustee` into.
     #[inline]
     pub(crate) fn request(&self, client: usize, trustee: usize) -> Slot<'_> {
+        assert!(client < self.n && trustee < self.n);
         let i = trustee * self.n + client;
-        Slot { primary: &self.req_primary[i], overflow: &self.req_overflow[i] }
+        // SAFETY: `i < n * n`, inside the arrays per `from_raw`.
+        unsafe { Slot { primary: &*self.req_primary.add(i), overflow: &*self.req_overflow.add(i) } }
     }
 
     /// The slot `trustee` writes responses for `client` into.
     #[inline]
     pub(crate) fn response(&self, client: usize, trustee: usize) -> Slot<'_> {
+        assert!(client < self.n && trustee < self.n);
         let i = client * self.n + trustee;
-        Slot { primary: &self.resp_primary[i], overflow: &self.resp_overflow[i] }
+        // SAFETY: as in `request`.
+        unsafe { Slot { primary: &*self.resp_primary.add(i), overflow: &*self.resp_overflow.add(i) } }
     }
 }

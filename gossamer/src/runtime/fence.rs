@@ -19,30 +19,46 @@ static INIT: OnceLock<bool> = OnceLock::new();
 
 #[cfg(all(target_os = "linux", not(miri)))]
 mod sys {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
     const MEMBARRIER_CMD_QUERY: libc::c_long = 0;
+    const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_long = 1 << 1;
+    const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_long = 1 << 2;
     const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_long = 1 << 3;
     const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_long = 1 << 4;
+
+    /// The command the sleeper issues.
+    static HEAVY: AtomicI64 = AtomicI64::new(0);
 
     fn membarrier(cmd: libc::c_long) -> libc::c_long {
         // SAFETY: membarrier takes plain integers and touches no memory of ours.
         unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0 as libc::c_long, 0 as libc::c_long) }
     }
 
-    pub(super) fn register() -> bool {
+    /// Registers for the expedited barrier: private to this process, or
+    /// global when workers of other processes share our slots.
+    pub(super) fn register(global: bool) -> bool {
         let supported = membarrier(MEMBARRIER_CMD_QUERY);
-        supported >= 0
-            && supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED != 0
-            && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0
+        let (cmd, reg) = if global {
+            (MEMBARRIER_CMD_GLOBAL_EXPEDITED, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED)
+        } else {
+            (MEMBARRIER_CMD_PRIVATE_EXPEDITED, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
+        };
+        let ok = supported >= 0 && supported & cmd != 0 && membarrier(reg) == 0;
+        if ok {
+            HEAVY.store(cmd, Ordering::Relaxed);
+        }
+        ok
     }
 
     pub(super) fn heavy() -> bool {
-        membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0
+        membarrier(HEAVY.load(Ordering::Relaxed)) == 0
     }
 }
 
 #[cfg(not(all(target_os = "linux", not(miri))))]
 mod sys {
-    pub(super) fn register() -> bool {
+    pub(super) fn register(_global: bool) -> bool {
         false
     }
     pub(super) fn heavy() -> bool {
@@ -50,10 +66,12 @@ mod sys {
     }
 }
 
-/// Sets up asymmetric fences once per process (idempotent).
-pub(crate) fn init() {
+/// Sets up asymmetric fences once per process. `global`: the program has
+/// several processes sharing slots, so the barrier must reach them all
+/// (decided by the first runtime of the process).
+pub(crate) fn init(global: bool) {
     INIT.get_or_init(|| {
-        let ok = std::env::var_os("GOSSAMER_NO_MEMBARRIER").is_none() && sys::register();
+        let ok = std::env::var_os("GOSSAMER_NO_MEMBARRIER").is_none() && sys::register(global);
         ASYMMETRIC.store(ok, Ordering::SeqCst);
         ok
     });

@@ -4,7 +4,9 @@ mod builder;
 pub(crate) mod context;
 mod fence;
 mod join;
+pub(crate) mod park;
 mod pool;
+pub(crate) mod region;
 pub(crate) mod shared;
 pub(crate) mod worker;
 
@@ -19,7 +21,8 @@ pub use pool::ThreadPool;
 
 use crate::error::Error;
 use crate::trust::{Trust, TrusteeRef};
-use shared::{Config, Shared};
+use region::Region;
+use shared::{Config, Placement, Shared};
 use worker::Worker;
 
 /// A set of worker threads, each a trustee and a fiber scheduler.
@@ -64,12 +67,20 @@ impl Runtime {
     }
 
     pub(crate) fn start(config: Config) -> Result<Runtime, Error> {
-        let shared = Shared::new(config);
+        let n = config.workers;
+        Self::start_with(config, Placement::single(n), Region::private(n))
+    }
+
+    /// Starts this process's workers of a program laid out by `placement`,
+    /// over `region`.
+    pub(crate) fn start_with(config: Config, placement: Placement, region: Region) -> Result<Runtime, Error> {
+        let shared = Shared::new(config, placement, region);
         let cores = if shared.config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
-        let mut threads = Vec::with_capacity(shared.n);
-        for index in 0..shared.n {
+        let mut threads = Vec::with_capacity(shared.local.len());
+        for index in shared.local.clone() {
             let sh = shared.clone();
-            let core = (!cores.is_empty()).then(|| cores[index % cores.len()]);
+            let k = index - shared.local.start;
+            let core = (!cores.is_empty()).then(|| cores[k % cores.len()]);
             let spawned = thread::Builder::new()
                 .name(format!("{}-{index}", shared.config.name))
                 .stack_size(shared.config.worker_stack_size)
@@ -77,7 +88,7 @@ impl Runtime {
                     if let Some(core) = core {
                         core_affinity::set_for_current(core);
                     }
-                    let _ = sh.nodes[index].thread.set(thread::current());
+                    let _ = sh.local_worker(index).thread.set(thread::current());
                     let w = Worker::new(index, sh);
                     context::enter(&w);
                     w.run();
@@ -112,7 +123,12 @@ impl Runtime {
     pub fn stats(&self) -> Stats {
         Stats {
             unhandled_panics: self.shared.unhandled_panics.load(Ordering::Relaxed),
-            live_fibers: self.shared.nodes.iter().map(|n| n.live_fibers.load(Ordering::Relaxed)).sum(),
+            live_fibers: self
+                .shared
+                .local
+                .clone()
+                .map(|t| self.shared.doorbell(t).live_fibers.load(Ordering::Relaxed))
+                .sum(),
         }
     }
 
@@ -141,7 +157,8 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let k = self.shared.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % self.shared.client_workers();
+        let r = self.shared.client_workers();
+        let k = r.start + self.shared.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
         join::spawn_at(&self.shared, k, f)
     }
 
@@ -178,8 +195,9 @@ impl Runtime {
     }
 
     fn snapshot(&self) -> (bool, Vec<u64>) {
-        let all_quiet = self.shared.nodes.iter().all(|n| n.quiet.load(Ordering::SeqCst));
-        (all_quiet, self.shared.nodes.iter().map(|n| n.epoch.load(Ordering::SeqCst)).collect())
+        let sh = &self.shared;
+        let all_quiet = (0..sh.n).all(|t| sh.doorbell(t).quiet.load(Ordering::SeqCst) != 0);
+        (all_quiet, (0..sh.n).map(|t| sh.doorbell(t).epoch.load(Ordering::SeqCst)).collect())
     }
 
     fn shutdown_inner(&mut self) -> ShutdownReport {
@@ -187,9 +205,9 @@ impl Runtime {
         if self.threads.is_empty() {
             return ShutdownReport { clean: true, elapsed: Duration::ZERO };
         }
-        self.shared.stopping.store(true, Ordering::SeqCst);
+        self.shared.region.header().stopping.store(1, Ordering::SeqCst);
         for t in 0..self.shared.n {
-            self.shared.unpark(t);
+            self.shared.ring(t);
         }
         // Quiescence: every worker reports quiet, twice, with no work done
         // in between (a worker that got work in between bumped its epoch).
@@ -215,9 +233,9 @@ impl Runtime {
     }
 
     fn stop_now(&mut self) {
-        self.shared.stop.store(true, Ordering::SeqCst);
+        self.shared.region.header().stop.store(1, Ordering::SeqCst);
         for t in 0..self.shared.n {
-            self.shared.unpark(t);
+            self.shared.ring(t);
         }
         for h in self.threads.drain(..) {
             if h.join().is_err() {

@@ -183,7 +183,7 @@ impl Worker {
             }
         };
         self.live.set(self.live.get() + 1);
-        self.shared.nodes[self.index].live_fibers.store(self.live.get() as u64, Ordering::Relaxed);
+        self.shared.doorbell(self.index).live_fibers.store(self.live.get() as u64, Ordering::Relaxed);
         self.ready.borrow_mut().push_back(id);
     }
 
@@ -214,7 +214,7 @@ impl Worker {
                 f.recycle(&mut self.pool.borrow_mut());
                 self.free_fibers.borrow_mut().push(id);
                 self.live.set(self.live.get() - 1);
-                self.shared.nodes[self.index].live_fibers.store(self.live.get() as u64, Ordering::Relaxed);
+                self.shared.doorbell(self.index).live_fibers.store(self.live.get() as u64, Ordering::Relaxed);
             } else {
                 self.fibers.borrow_mut()[id as usize] = Some(f);
             }
@@ -418,7 +418,7 @@ impl Worker {
     // ----- the loop ------------------------------------------------------
 
     fn drain_injector(&self) -> bool {
-        let node = &self.shared.nodes[self.index];
+        let node = self.shared.local_worker(self.index);
         if !node.has_inject.load(Ordering::Acquire) {
             return false;
         }
@@ -447,7 +447,7 @@ impl Worker {
     fn has_incoming(&self) -> bool {
         let me = self.index;
         let sh = &self.shared;
-        if sh.nodes[me].has_inject.load(Ordering::Relaxed) || sh.stop.load(Ordering::Relaxed) {
+        if sh.local_worker(me).has_inject.load(Ordering::Relaxed) || sh.stopped() {
             return true;
         }
         (0..sh.n).any(|c| sh.matrix.request(c, me).flag() != self.served[c].get())
@@ -460,7 +460,7 @@ impl Worker {
     fn set_quiet(&self, q: bool) {
         if self.quiet.get() != q {
             self.quiet.set(q);
-            self.shared.nodes[self.index].quiet.store(q, Ordering::SeqCst);
+            self.shared.doorbell(self.index).quiet.store(q as u32, Ordering::SeqCst);
         }
     }
 
@@ -481,17 +481,19 @@ impl Worker {
             thread::yield_now();
             return;
         }
-        let node = &self.shared.nodes[self.index];
-        node.sleeping.store(true, Ordering::Relaxed);
+        let bell = self.shared.doorbell(self.index);
+        bell.sleeping.store(1, Ordering::Relaxed);
         super::fence::heavy();
+        let ticket = super::park::ticket(&bell.futex);
         if !self.has_incoming() {
-            thread::park_timeout(Duration::from_millis(50));
+            super::park::wait(&bell.futex, ticket, Duration::from_millis(50));
         }
-        node.sleeping.store(false, Ordering::Relaxed);
+        bell.sleeping.store(0, Ordering::Relaxed);
     }
 
     pub(crate) fn run(&self) {
-        let node = &self.shared.nodes[self.index];
+        let node = self.shared.doorbell(self.index);
+        let inject = self.shared.local_worker(self.index);
         let mut idle = Idle::default();
         loop {
             let mut did = self.drain_injector();
@@ -500,10 +502,10 @@ impl Worker {
             did |= self.serve();
             did |= self.poll();
             did |= self.flush_all();
-            if self.shared.stop.load(Ordering::Acquire) {
+            if self.shared.stopped() {
                 break;
             }
-            let stopping = self.shared.stopping.load(Ordering::SeqCst);
+            let stopping = self.shared.stopping();
             if did {
                 idle = Idle::default();
                 if stopping {
@@ -513,7 +515,7 @@ impl Worker {
                 continue;
             }
             if stopping {
-                let q = self.live.get() == 0 && self.lanes_idle() && !node.has_inject.load(Ordering::SeqCst);
+                let q = self.live.get() == 0 && self.lanes_idle() && !inject.has_inject.load(Ordering::SeqCst);
                 self.set_quiet(q);
             }
             self.idle(&mut idle);
@@ -548,7 +550,7 @@ impl Worker {
             }
         }
         let tasks =
-            std::mem::take(&mut *self.shared.nodes[self.index].inject.lock().unwrap_or_else(|e| e.into_inner()));
+            std::mem::take(&mut *self.shared.local_worker(self.index).inject.lock().unwrap_or_else(|e| e.into_inner()));
         drop(tasks);
     }
 }
