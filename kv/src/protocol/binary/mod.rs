@@ -1,0 +1,9 @@
+//! memcached's binary protocol.
+
+pub mod header;
+pub mod parse;
+pub mod reply;
+
+pub use header::{opcode, status, Header, HEADER_LEN, REQUEST, RESPONSE};
+pub use parse::{parse, Frame, Parsed};
+pub use reply::BinCtx;

@@ -1,0 +1,238 @@
+//! One client connection: its socket, read buffer and protocol state.
+//!
+//! The socket is non-blocking and registered edge-triggered, so a read
+//! goes on until the kernel says `WouldBlock`. Commands are parsed and
+//! dispatched as soon as they are complete; the connection stops taking
+//! commands while too many replies wait (in flight or unwritten), and
+//! after a bounded amount of input per turn, so one busy client cannot
+//! starve the others.
+
+use std::io::{ErrorKind, Read, Write};
+use std::rc::Rc;
+
+use mio::net::TcpStream;
+
+use super::dispatch::{self, Env, Flow};
+use super::local::ConnShared;
+use super::shared::{bump, WorkerCounters};
+use crate::protocol::{binary, text, Protocol};
+
+/// Initial read buffer (memcached's is 16 KiB too).
+const READ_BUF: usize = 16 * 1024;
+/// Reads per turn before other connections get theirs.
+const READS_PER_TURN: usize = 8;
+/// Unparsed input that is enough to go parsing.
+const READ_BATCH: usize = 256 * 1024;
+/// Reply slots waiting before the connection stops taking commands.
+const MAX_WAITING: usize = 4096;
+/// Unwritten reply bytes before the connection stops taking commands.
+const MAX_UNWRITTEN: usize = 4 << 20;
+
+/// What a turn left to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// Nothing until the next event.
+    Done,
+    /// Input may be left: come back next round.
+    Again,
+}
+
+/// A client connection.
+pub struct Conn {
+    /// The socket.
+    pub stream: TcpStream,
+    /// What then-callbacks reach.
+    pub shared: Rc<ConnShared>,
+    rbuf: Vec<u8>,
+    head: usize,
+    tail: usize,
+    proto: Option<Protocol>,
+    swallow: usize,
+    /// The socket may have more input (no `WouldBlock` seen since the last
+    /// readiness event).
+    pub readable: bool,
+    /// The client closed its side.
+    pub read_closed: bool,
+    /// No more commands will be taken (quit, fatal protocol error).
+    pub stopped: bool,
+    /// The socket failed: close at once.
+    pub broken: bool,
+    /// Too many replies wait; taking commands resumes when they drain.
+    pub blocked: bool,
+    /// Already on the worker's list for another turn.
+    pub in_backlog: bool,
+}
+
+impl Conn {
+    /// A connection on `stream`.
+    pub fn new(stream: TcpStream, shared: Rc<ConnShared>) -> Conn {
+        Conn {
+            stream,
+            shared,
+            rbuf: vec![0; READ_BUF],
+            head: 0,
+            tail: 0,
+            proto: None,
+            swallow: 0,
+            readable: true,
+            read_closed: false,
+            stopped: false,
+            broken: false,
+            blocked: false,
+            in_backlog: false,
+        }
+    }
+
+    /// Whether enough replies wait that no more commands should be taken.
+    pub fn backpressured(&self) -> bool {
+        let out = self.shared.out.borrow();
+        out.waiting() >= MAX_WAITING || out.unwritten() >= MAX_UNWRITTEN
+    }
+
+    /// Reads and handles input for one turn.
+    pub fn service(&mut self, env: &Env<'_>) -> Turn {
+        for _ in 0..READS_PER_TURN {
+            if self.stopped || self.broken {
+                return Turn::Done;
+            }
+            if !self.process(env) {
+                return Turn::Done;
+            }
+            if !self.readable || self.read_closed {
+                return Turn::Done;
+            }
+            self.fill(env.counters);
+        }
+        bump(&env.counters.conn_yields, 1);
+        Turn::Again
+    }
+
+    /// Reads until `WouldBlock`, end of input, or a batch worth parsing.
+    fn fill(&mut self, counters: &WorkerCounters) {
+        loop {
+            if self.tail == self.rbuf.len() {
+                if self.head > 0 {
+                    self.rbuf.copy_within(self.head..self.tail, 0);
+                    self.tail -= self.head;
+                    self.head = 0;
+                } else {
+                    let len = self.rbuf.len() * 2;
+                    self.rbuf.resize(len, 0);
+                }
+            }
+            match self.stream.read(&mut self.rbuf[self.tail..]) {
+                Ok(0) => {
+                    self.read_closed = true;
+                    self.readable = false;
+                    return;
+                }
+                Ok(n) => {
+                    self.tail += n;
+                    bump(&counters.bytes_read, n as u64);
+                    if self.tail - self.head >= READ_BATCH {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.readable = false;
+                    return;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!("read error: {e}");
+                    self.broken = true;
+                    self.readable = false;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Parses and dispatches the buffered commands. Returns false when it
+    /// stopped because too many replies wait.
+    fn process(&mut self, env: &Env<'_>) -> bool {
+        loop {
+            if self.swallow > 0 {
+                let n = self.swallow.min(self.tail - self.head);
+                self.head += n;
+                self.swallow -= n;
+                if self.swallow > 0 {
+                    return true;
+                }
+            }
+            if self.head == self.tail {
+                self.head = 0;
+                self.tail = 0;
+                if self.rbuf.len() > 4 * READ_BUF {
+                    self.rbuf = vec![0; READ_BUF];
+                }
+                return true;
+            }
+            if self.stopped {
+                return true;
+            }
+            if self.backpressured() {
+                self.blocked = true;
+                return false;
+            }
+            let input = &self.rbuf[self.head..self.tail];
+            let proto = *self.proto.get_or_insert_with(|| Protocol::detect(input[0]));
+            let (consumed, swallow, flow) = match proto {
+                Protocol::Text => match text::parse(input, &env.limits) {
+                    None => return true,
+                    Some(p) => (p.consumed, p.swallow, dispatch::text(env, &self.shared, p.command)),
+                },
+                Protocol::Binary => match binary::parse(input, env.limits.item_size_max) {
+                    None => return true,
+                    Some(p) => (p.consumed, p.swallow, dispatch::binary(env, &self.shared, p.frame)),
+                },
+            };
+            self.head += consumed;
+            self.swallow = swallow;
+            if flow == Flow::Stop {
+                self.stopped = true;
+            }
+        }
+    }
+
+    /// Writes rendered replies until done or `WouldBlock`.
+    pub fn flush(&mut self, counters: &WorkerCounters) {
+        let mut out = self.shared.out.borrow_mut();
+        while out.unwritten() > 0 {
+            match self.stream.write(&out.buf[out.written..]) {
+                Ok(0) => {
+                    self.broken = true;
+                    return;
+                }
+                Ok(n) => {
+                    out.consume(n);
+                    bump(&counters.bytes_written, n as u64);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    tracing::debug!("write error: {e}");
+                    self.broken = true;
+                    return;
+                }
+            }
+        }
+        if out.buf.capacity() > MAX_UNWRITTEN {
+            out.buf = Vec::new();
+        }
+    }
+
+    /// Whether the connection should be closed now.
+    pub fn finished(&self) -> bool {
+        if self.broken {
+            return true;
+        }
+        let out = self.shared.out.borrow();
+        if out.close {
+            return out.unwritten() == 0;
+        }
+        // The client closed its side: done once everything it sent is
+        // answered (an incomplete last command never will be).
+        self.read_closed && !self.blocked && self.shared.pending.get() == 0 && out.is_idle()
+    }
+}

@@ -1,0 +1,165 @@
+//! Binary-protocol requests.
+
+use std::rc::Rc;
+
+use super::text::gathered;
+use super::{Env, Flow};
+use crate::protocol::binary::reply as bin_reply;
+use crate::protocol::binary::{opcode, status, BinCtx, Frame, Header};
+use crate::protocol::text::StatsKind;
+use crate::server::local::ConnShared;
+use crate::server::outq::{Ctx, Reply};
+use crate::server::report::{self, BinSink, VERSION};
+use crate::server::shared::bump;
+use crate::store::{Op, ShardStats, StoreMode};
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+fn be64(b: &[u8]) -> u64 {
+    u64::from_be_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
+fn ctx_of(h: &Header) -> BinCtx {
+    BinCtx { opcode: h.opcode, opaque: h.opaque }
+}
+
+fn error(conn: &ConnShared, h: &Header, st: u16) {
+    let mut out = Vec::new();
+    bin_reply::error(&mut out, ctx_of(h), st);
+    conn.push(Reply::Bytes(out));
+}
+
+/// Handles one binary frame.
+pub fn binary(env: &Env<'_>, conn: &Rc<ConnShared>, frame: Frame<'_>) -> Flow {
+    let shards = env.shards;
+    match frame {
+        Frame::BadMagic => {
+            conn.push(Reply::Close);
+            Flow::Stop
+        }
+        Frame::Error { header, status, close } => {
+            error(conn, &header, status);
+            if close {
+                conn.push(Reply::Close);
+                return Flow::Stop;
+            }
+            Flow::Continue
+        }
+        Frame::TooLarge { header, key } => {
+            bump(&env.counters.store_too_large, 1);
+            if opcode::unquiet(header.opcode).0 == opcode::SET {
+                shards.issue(conn, shards.of(key), Op::Unlink { key: key.to_vec() }, Ctx::Silent);
+            }
+            error(conn, &header, status::E2BIG);
+            Flow::Continue
+        }
+        Frame::Request { header, extras, key, value } => request(env, conn, &header, extras, key, value),
+    }
+}
+
+fn request(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, extras: &[u8], key: &[u8], value: &[u8]) -> Flow {
+    let shards = env.shards;
+    let ctx = ctx_of(h);
+    let (op, quiet) = opcode::unquiet(h.opcode);
+    let issue = |op: Op| shards.issue(conn, shards.of(key), op, Ctx::Binary(ctx));
+    match op {
+        opcode::GET | opcode::GETK => issue(Op::Get { key: key.to_vec(), touch: None, value: true }),
+        opcode::GAT | opcode::GATK => {
+            issue(Op::Get { key: key.to_vec(), touch: Some(i64::from(be32(extras))), value: true })
+        }
+        opcode::TOUCH => issue(Op::Get { key: key.to_vec(), touch: Some(i64::from(be32(extras))), value: false }),
+        opcode::SET | opcode::ADD | opcode::REPLACE => {
+            let mode = match (op, h.cas) {
+                (_, c) if c != 0 => StoreMode::Cas,
+                (opcode::ADD, _) => StoreMode::Add,
+                (opcode::REPLACE, _) => StoreMode::Replace,
+                _ => StoreMode::Set,
+            };
+            let (flags, exptime) = (be32(extras), i64::from(be32(&extras[4..])));
+            issue(Op::Store { mode, key: key.to_vec(), flags, exptime, cas: h.cas, data: value.to_vec() });
+        }
+        opcode::APPEND | opcode::PREPEND => {
+            let mode = if op == opcode::APPEND { StoreMode::Append } else { StoreMode::Prepend };
+            issue(Op::Store { mode, key: key.to_vec(), flags: 0, exptime: 0, cas: h.cas, data: value.to_vec() });
+        }
+        opcode::DELETE => issue(Op::Delete { key: key.to_vec(), cas: h.cas }),
+        opcode::INCREMENT | opcode::DECREMENT => {
+            let (delta, initial, exptime) = (be64(extras), be64(&extras[8..]), be32(&extras[16..]));
+            let create = (exptime != u32::MAX).then_some((initial, i64::from(exptime)));
+            issue(Op::Arith { key: key.to_vec(), incr: op == opcode::INCREMENT, delta, create, cas: h.cas });
+        }
+        opcode::QUIT => {
+            if !quiet {
+                let mut out = Vec::new();
+                bin_reply::ok(&mut out, ctx, 0);
+                conn.push(Reply::Bytes(out));
+            }
+            conn.push(Reply::Close);
+            return Flow::Stop;
+        }
+        opcode::FLUSH => {
+            bump(&env.counters.cmd_flush, 1);
+            let delay = if extras.len() == 4 { i64::from(be32(extras)) } else { 0 };
+            shards.broadcast(
+                conn,
+                || Op::Flush { delay },
+                move |_| {
+                    let mut out = Vec::new();
+                    if !quiet {
+                        bin_reply::ok(&mut out, ctx, 0);
+                    }
+                    Reply::Bytes(out)
+                },
+            );
+        }
+        opcode::NOOP => {
+            let mut out = Vec::new();
+            bin_reply::ok(&mut out, ctx, 0);
+            conn.push(Reply::Bytes(out));
+        }
+        opcode::VERSION => {
+            let mut out = Vec::new();
+            bin_reply::with_value(&mut out, ctx, VERSION.as_bytes());
+            conn.push(Reply::Bytes(out));
+        }
+        opcode::STAT => stat(env, conn, h, key),
+        _ => error(conn, h, status::UNKNOWN_COMMAND),
+    }
+    Flow::Continue
+}
+
+fn stat(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, key: &[u8]) {
+    let ctx = ctx_of(h);
+    let kind = match key {
+        b"" => StatsKind::General,
+        b"settings" => StatsKind::Settings,
+        b"items" => StatsKind::Items,
+        b"slabs" => StatsKind::Slabs,
+        b"sizes" => StatsKind::Sizes,
+        b"reset" => StatsKind::Reset,
+        _ => return error(conn, h, status::KEY_ENOENT),
+    };
+    let shared = env.shared.clone();
+    match kind {
+        StatsKind::Reset => env.shards.broadcast(
+            conn,
+            || Op::Stats { reset: true },
+            move |_| {
+                shared.reset_counters();
+                let mut out = Vec::new();
+                bin_reply::stat(&mut out, ctx, b"", b"");
+                Reply::Bytes(out)
+            },
+        ),
+        StatsKind::Settings | StatsKind::Sizes => {
+            conn.push(Reply::Bytes(report::write(BinSink::new(ctx), kind, env.shared, &ShardStats::default())));
+        }
+        _ => env.shards.broadcast(
+            conn,
+            || Op::Stats { reset: false },
+            move |outs| Reply::Bytes(report::write(BinSink::new(ctx), kind, &shared, &gathered(outs))),
+        ),
+    }
+}

@@ -1,0 +1,308 @@
+//! The connection worker: one fiber per worker thread that owns a `mio`
+//! poller and that worker's connections.
+//!
+//! Each round it polls sockets (without blocking), reads and parses what
+//! arrived, delegates every request with `apply_then`, then yields: the
+//! worker thread then flushes the requests to their trustees, serves the
+//! requests other workers sent to its own shard, and runs the
+//! then-callbacks of answered requests, which put the replies in order.
+//! Back in the fiber, it writes the replies out.
+//!
+//! A fiber must never block its thread while the thread has work, since
+//! the thread is also a trustee. So the worker blocks in its poller only
+//! when it has no request in flight and nothing to do, and it announces
+//! that in its `sleeping` flag first. Any worker with requests outstanding
+//! on a sleeping worker's shard wakes it through its `mio::Waker` (it keeps
+//! checking for as long as it waits, so a wake-up cannot be lost), and a
+//! sleep never lasts more than [`SLEEP_MAX`] in any case.
+
+use std::io::{ErrorKind, Write};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gossamer::Trust;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token};
+
+use super::conn::{Conn, Turn};
+use super::dispatch::Env;
+use super::local::{ConnShared, Local};
+use super::shards::Shards;
+use super::shared::Shared;
+use crate::clock;
+use crate::protocol::text::Limits;
+use crate::store::Shard;
+
+/// Token of the worker's waker.
+pub const WAKER: Token = Token(usize::MAX);
+/// Longest time a worker blocks in its poller.
+pub const SLEEP_MAX: Duration = Duration::from_millis(50);
+/// How long shutdown waits for requests in flight.
+const DRAIN_MAX: Duration = Duration::from_secs(2);
+/// Reply to a connection over the limit.
+const TOO_MANY: &[u8] = b"ERROR Too many open connections\r\n";
+
+fn listener_token(i: usize) -> Token {
+    Token(usize::MAX - 1 - i)
+}
+
+/// Everything a connection worker starts with.
+pub struct Init {
+    /// The worker's index (also its thread's index in the runtime).
+    pub index: usize,
+    /// Its poller; the waker in `shared.peers[index]` belongs to it.
+    pub poll: Poll,
+    /// Listening sockets (worker 0 only).
+    pub listeners: Vec<TcpListener>,
+    /// Server-wide state.
+    pub shared: Arc<Shared>,
+    /// The shards.
+    pub trusts: Vec<Trust<Shard>>,
+    /// The worker owning each shard.
+    pub shard_workers: Vec<usize>,
+    /// Worker threads in the runtime.
+    pub workers: usize,
+}
+
+struct Reactor {
+    index: usize,
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    shared: Arc<Shared>,
+    shards: Shards,
+    local: Rc<Local>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    backlog: Vec<usize>,
+    scratch: Vec<usize>,
+    next_target: usize,
+    limits: Limits,
+    spin: Duration,
+}
+
+/// Runs a connection worker until the server stops.
+pub fn run(init: Init) {
+    let mut r = Reactor {
+        index: init.index,
+        poll: init.poll,
+        listeners: init.listeners,
+        limits: Limits { item_size_max: init.shared.config.item_size_max },
+        spin: Duration::from_micros(init.shared.config.idle_spin_us),
+        shared: init.shared,
+        shards: Shards::new(init.trusts, init.shard_workers),
+        local: Rc::new(Local::new(init.workers)),
+        conns: Vec::new(),
+        free: Vec::new(),
+        backlog: Vec::new(),
+        scratch: Vec::new(),
+        next_target: 0,
+    };
+    for (i, l) in r.listeners.iter_mut().enumerate() {
+        if let Err(e) = r.poll.registry().register(l, listener_token(i), Interest::READABLE) {
+            tracing::error!("cannot poll the listening socket: {e}");
+        }
+    }
+    r.main_loop();
+    r.shutdown();
+}
+
+impl Reactor {
+    fn main_loop(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            clock::tick();
+            if self.shared.stop.load(Ordering::Acquire) {
+                return;
+            }
+            let busy = self.local.total() > 0 || !self.backlog.is_empty() || self.local.has_ready();
+            let sleep = !busy
+                && match idle_since {
+                    None => {
+                        idle_since = Some(Instant::now());
+                        self.spin.is_zero()
+                    }
+                    Some(t) => t.elapsed() >= self.spin,
+                };
+            let me = &self.shared.peers[self.index];
+            if sleep {
+                me.sleeping.store(true, Ordering::SeqCst);
+            }
+            let polled = self.poll.poll(&mut events, Some(if sleep { SLEEP_MAX } else { Duration::ZERO }));
+            if sleep {
+                me.sleeping.store(false, Ordering::SeqCst);
+                clock::tick();
+            }
+            if let Err(e) = polled {
+                if e.kind() != ErrorKind::Interrupted {
+                    tracing::error!("poll failed: {e}");
+                }
+            }
+            let mut did = !events.is_empty();
+            for ev in events.iter() {
+                match ev.token() {
+                    WAKER => {}
+                    Token(t) if t >= usize::MAX - self.listeners.len() => self.accept(usize::MAX - 1 - t),
+                    Token(slot) => {
+                        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { continue };
+                        if ev.is_writable() {
+                            conn.shared.mark_ready();
+                        }
+                        if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                            conn.readable = true;
+                            self.service(slot);
+                        }
+                    }
+                }
+            }
+            for stream in self.shared.peers[self.index].take_inbox() {
+                did = true;
+                self.add(stream);
+            }
+            if !self.backlog.is_empty() {
+                let backlog = std::mem::take(&mut self.backlog);
+                for slot in backlog {
+                    if let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) {
+                        c.in_backlog = false;
+                        self.service(slot);
+                    }
+                }
+            }
+            // Let the worker thread flush our requests, serve its shard and
+            // run the callbacks of answered requests.
+            gossamer::yield_now();
+            self.write_ready();
+            self.wake_peers();
+            if did || busy {
+                idle_since = None;
+            }
+        }
+    }
+
+    /// Gives connection `slot` a turn at its input.
+    fn service(&mut self, slot: usize) {
+        let env = Env {
+            shards: &self.shards,
+            shared: &self.shared,
+            counters: &self.shared.peers[self.index].counters,
+            limits: self.limits,
+        };
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        if conn.service(&env) == Turn::Again && !conn.in_backlog {
+            conn.in_backlog = true;
+            self.backlog.push(slot);
+        }
+        conn.shared.mark_ready();
+    }
+
+    /// Writes out the replies of the connections that have some, resumes
+    /// those no longer held back, and closes the finished ones.
+    fn write_ready(&mut self) {
+        let mut ready = std::mem::take(&mut self.scratch);
+        self.local.take_ready(&mut ready);
+        for &slot in &ready {
+            let counters = &self.shared.peers[self.index].counters;
+            let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { continue };
+            conn.shared.unqueue();
+            conn.flush(counters);
+            if conn.blocked && !conn.backpressured() {
+                conn.blocked = false;
+                self.service(slot);
+            }
+            if self.conns[slot].as_ref().is_some_and(Conn::finished) {
+                self.close(slot);
+            }
+        }
+        self.scratch = ready;
+    }
+
+    /// Wakes sleeping workers that hold requests of ours.
+    fn wake_peers(&self) {
+        if self.local.total() == 0 {
+            return;
+        }
+        for (w, peer) in self.shared.peers.iter().enumerate() {
+            if w != self.index && self.local.outstanding(w) > 0 && peer.sleeping.load(Ordering::SeqCst) {
+                if let Err(e) = peer.waker.wake() {
+                    tracing::warn!("cannot wake worker {w}: {e}");
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, i: usize) {
+        loop {
+            let (mut stream, addr) = match self.listeners[i].accept() {
+                Ok(s) => s,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            let sh = &self.shared;
+            if sh.curr_connections.load(Ordering::Relaxed) >= sh.config.max_connections {
+                let _ = stream.write(TOO_MANY);
+                sh.rejected_connections.fetch_add(1, Ordering::Relaxed);
+                tracing::info!(%addr, "refused a connection over the limit of {}", sh.config.max_connections);
+                continue;
+            }
+            sh.curr_connections.fetch_add(1, Ordering::Relaxed);
+            sh.total_connections.fetch_add(1, Ordering::Relaxed);
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+            tracing::debug!(%addr, "new connection");
+            let target = self.next_target % sh.peers.len();
+            self.next_target = self.next_target.wrapping_add(1);
+            if target == self.index {
+                self.add(stream);
+            } else {
+                sh.peers[target].hand_over(stream);
+            }
+        }
+    }
+
+    fn add(&mut self, mut stream: TcpStream) {
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                self.conns.len() - 1
+            }
+        };
+        if let Err(e) = self.poll.registry().register(&mut stream, Token(slot), Interest::READABLE | Interest::WRITABLE)
+        {
+            tracing::warn!("cannot poll a new connection: {e}");
+            self.free.push(slot);
+            self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        let shared = Rc::new(ConnShared::new(slot, self.local.clone()));
+        self.conns[slot] = Some(Conn::new(stream, shared));
+        self.service(slot);
+    }
+
+    fn close(&mut self, slot: usize) {
+        let Some(mut conn) = self.conns[slot].take() else { return };
+        conn.shared.kill();
+        let _ = self.poll.registry().deregister(&mut conn.stream);
+        drop(conn);
+        self.free.push(slot);
+        self.shared.curr_connections.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn shutdown(&mut self) {
+        for slot in 0..self.conns.len() {
+            self.close(slot);
+        }
+        self.listeners.clear();
+        let start = Instant::now();
+        while self.local.total() > 0 && start.elapsed() < DRAIN_MAX {
+            gossamer::yield_now();
+        }
+    }
+}

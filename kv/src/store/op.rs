@@ -1,0 +1,142 @@
+//! The requests connection workers delegate to a shard, and their results.
+//!
+//! Requests travel to the shard's trustee through `apply_with`, so they are
+//! plain owned data (serializable, as the runtime requires for arguments
+//! that may cross processes). Results come back as copies: a connection
+//! worker never touches the table itself.
+
+use serde::{Deserialize, Serialize};
+
+use super::stats::ShardStats;
+
+/// How a store request treats an existing item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StoreMode {
+    /// Store unconditionally.
+    Set,
+    /// Store only if the key is absent.
+    Add,
+    /// Store only if the key is present.
+    Replace,
+    /// Add the data after the existing value.
+    Append,
+    /// Add the data before the existing value.
+    Prepend,
+    /// Store only if the item's CAS value still matches.
+    Cas,
+}
+
+/// One delegated request.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Op {
+    /// Read an item, optionally setting a new expiration time (gat, touch).
+    Get {
+        /// The key.
+        key: Vec<u8>,
+        /// New client expiration time, for gat and touch.
+        touch: Option<i64>,
+        /// Copy the value out (false for touch).
+        value: bool,
+    },
+    /// Store an item.
+    Store {
+        /// The mode.
+        mode: StoreMode,
+        /// The key.
+        key: Vec<u8>,
+        /// Client flags (ignored by append and prepend).
+        flags: u32,
+        /// Client expiration time (ignored by append and prepend).
+        exptime: i64,
+        /// CAS value to compare, or 0.
+        cas: u64,
+        /// The value.
+        data: Vec<u8>,
+    },
+    /// Remove an item (if its CAS value matches, when `cas` is not 0).
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+        /// CAS value to compare, or 0.
+        cas: u64,
+    },
+    /// Increment or decrement a decimal value.
+    Arith {
+        /// The key.
+        key: Vec<u8>,
+        /// Increment (true) or decrement.
+        incr: bool,
+        /// The amount.
+        delta: u64,
+        /// Binary protocol: create a missing item with this initial value
+        /// and client expiration time.
+        create: Option<(u64, i64)>,
+        /// CAS value to compare, or 0.
+        cas: u64,
+    },
+    /// Remove an item without counting it as a delete (after a failed set).
+    Unlink {
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Invalidate items: now (`delay` <= 0) or at a later time.
+    Flush {
+        /// Client expiration time of the flush.
+        delay: i64,
+    },
+    /// Read the shard's counters, optionally resetting them.
+    Stats {
+        /// Reset the counters after reading them.
+        reset: bool,
+    },
+}
+
+/// A found item, copied out of the table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hit {
+    /// The key, handed back.
+    pub key: Vec<u8>,
+    /// Client flags.
+    pub flags: u32,
+    /// CAS value.
+    pub cas: u64,
+    /// The value.
+    pub data: Vec<u8>,
+}
+
+/// The result of an [`Op`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Get: the item.
+    Found(Hit),
+    /// Get: no such item (the key is handed back).
+    Missing(Vec<u8>),
+    /// Store: stored, with the new CAS value.
+    Stored {
+        /// The new CAS value.
+        cas: u64,
+    },
+    /// Store: the mode's condition failed.
+    NotStored,
+    /// CAS mismatch.
+    Exists,
+    /// No such item.
+    NotFound,
+    /// Delete: removed.
+    Deleted,
+    /// Arith: the new value and CAS value.
+    Number {
+        /// The new value.
+        value: u64,
+        /// The new CAS value.
+        cas: u64,
+    },
+    /// Arith: the item's value is not a decimal number.
+    NonNumeric,
+    /// The item does not fit in the shard's memory.
+    OutOfMemory,
+    /// Stats: the counters.
+    Stats(Box<ShardStats>),
+    /// Done, nothing to report (unlink, flush).
+    Done,
+}

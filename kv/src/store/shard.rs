@@ -1,0 +1,417 @@
+//! One shard of the table: a hash map with an LRU order and a memory limit,
+//! owned by one trustee. Every method runs on that trustee, with exclusive
+//! access, so nothing here locks.
+//!
+//! Semantics follow memcached 1.6: lazy expiry and flush on lookup, unique
+//! CAS values, in-place incr/decr that pads with spaces, LRU eviction when
+//! a store needs room.
+
+use lru::LruCache;
+
+use super::item::{item_size_ok, Item};
+use super::op::{Hit, Op, Outcome, StoreMode};
+use super::stats::ShardStats;
+use crate::clock;
+use crate::numeric;
+
+/// memcached refreshes an item's access time at most this often (seconds).
+const ITEM_UPDATE_INTERVAL: u32 = 60;
+
+/// How a shard is set up.
+#[derive(Debug, Clone, Copy)]
+pub struct ShardConfig {
+    /// This shard's index among `count`.
+    pub index: usize,
+    /// Number of shards (CAS values are unique across them).
+    pub count: usize,
+    /// Bytes of items this shard may hold.
+    pub mem_limit: u64,
+    /// Largest item size (`-I`).
+    pub item_size_max: usize,
+}
+
+/// A shard of the table.
+pub struct Shard {
+    map: LruCache<Box<[u8]>, Item>,
+    mem_used: u64,
+    mem_limit: u64,
+    item_size_max: usize,
+    last_cas: u64,
+    cas_step: u64,
+    /// memcached's `oldest_live`: items accessed at or before this time are
+    /// invalid once the time has come (0: no flush pending).
+    oldest_live: u32,
+    stats: ShardStats,
+}
+
+/// State of a key found in the map.
+enum Found {
+    Live,
+    Flushed,
+    Expired,
+}
+
+impl Shard {
+    /// An empty shard.
+    pub fn new(cfg: ShardConfig) -> Shard {
+        let count = cfg.count.max(1) as u64;
+        Shard {
+            map: LruCache::unbounded(),
+            mem_used: 0,
+            mem_limit: cfg.mem_limit,
+            item_size_max: cfg.item_size_max,
+            // CAS values of shard i are i+1, i+1+count, i+1+2*count, ...
+            last_cas: (cfg.index as u64 + 1).wrapping_sub(count),
+            cas_step: count,
+            oldest_live: 0,
+            stats: ShardStats { limit_maxbytes: cfg.mem_limit, ..ShardStats::default() },
+        }
+    }
+
+    /// Runs one request at the current server time.
+    pub fn run(&mut self, op: Op) -> Outcome {
+        self.execute(op, clock::now(), clock::process_started())
+    }
+
+    /// Runs one request at relative time `now`.
+    pub fn execute(&mut self, op: Op, now: u32, started: i64) -> Outcome {
+        match op {
+            Op::Get { key, touch, value } => self.get(key, touch.map(|t| clock::realtime(t, now, started)), value, now),
+            Op::Store { mode, key, flags, exptime, cas, data } => {
+                self.store(mode, key, flags, clock::realtime(exptime, now, started), cas, data, now)
+            }
+            Op::Delete { key, cas } => self.delete(&key, cas, now),
+            Op::Arith { key, incr, delta, create, cas } => {
+                let create = create.map(|(init, exp)| (init, clock::realtime(exp, now, started)));
+                self.arith(key, incr, delta, create, cas, now)
+            }
+            Op::Unlink { key } => {
+                self.remove(&key);
+                Outcome::Done
+            }
+            Op::Flush { delay } => {
+                self.flush(delay, now, started);
+                Outcome::Done
+            }
+            Op::Stats { reset } => {
+                let s = self.stats(now);
+                if reset {
+                    self.stats.reset();
+                }
+                Outcome::Stats(Box::new(s))
+            }
+        }
+    }
+
+    /// Counters and gauges at relative time `now`.
+    pub fn stats(&self, now: u32) -> ShardStats {
+        let mut s = self.stats.clone();
+        s.curr_items = self.map.len() as u64;
+        s.bytes = self.mem_used;
+        s.limit_maxbytes = self.mem_limit;
+        s.oldest_age = self.map.peek_lru().map_or(0, |(_, it)| u64::from(now.saturating_sub(it.time)));
+        s
+    }
+
+    /// Number of items held (expired ones included until noticed).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the shard holds no items.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    fn next_cas(&mut self) -> u64 {
+        self.last_cas = self.last_cas.wrapping_add(self.cas_step);
+        self.last_cas
+    }
+
+    fn is_flushed(&self, it: &Item, now: u32) -> bool {
+        self.oldest_live != 0 && self.oldest_live <= now && it.time <= self.oldest_live
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Option<Item> {
+        let it = self.map.pop(key)?;
+        self.mem_used -= it.size(key.len()) as u64;
+        Some(it)
+    }
+
+    /// Whether `key` holds a live item; drops it if flushed or expired.
+    fn live(&mut self, key: &[u8], now: u32) -> bool {
+        let found = match self.map.peek(key) {
+            None => return false,
+            Some(it) if self.is_flushed(it, now) => Found::Flushed,
+            Some(it) if it.expired(now) => Found::Expired,
+            Some(_) => Found::Live,
+        };
+        match found {
+            Found::Live => true,
+            Found::Flushed => {
+                self.remove(key);
+                self.stats.get_flushed += 1;
+                false
+            }
+            Found::Expired => {
+                if let Some(it) = self.remove(key) {
+                    if !it.fetched {
+                        self.stats.expired_unfetched += 1;
+                    }
+                    self.stats.reclaimed += 1;
+                }
+                self.stats.get_expired += 1;
+                false
+            }
+        }
+    }
+
+    /// The live item under `key`, moved to the head of the LRU order.
+    fn bump(&mut self, key: &[u8], now: u32) -> Option<&mut Item> {
+        if !self.live(key, now) {
+            return None;
+        }
+        let it = self.map.get_mut(key)?;
+        if it.time < now.saturating_sub(ITEM_UPDATE_INTERVAL) {
+            it.time = now;
+        }
+        Some(it)
+    }
+
+    fn get(&mut self, key: Vec<u8>, touch: Option<u32>, value: bool, now: u32) -> Outcome {
+        let plain_touch = touch.is_some() && !value;
+        if touch.is_some() {
+            self.stats.cmd_touch += 1;
+        }
+        if !plain_touch {
+            self.stats.cmd_get += 1;
+        }
+        let Some(it) = self.bump(&key, now) else {
+            if touch.is_some() {
+                self.stats.touch_misses += 1;
+            }
+            if !plain_touch {
+                self.stats.get_misses += 1;
+            }
+            return Outcome::Missing(key);
+        };
+        if let Some(exptime) = touch {
+            it.exptime = exptime;
+            it.time = now;
+        }
+        it.fetched = true;
+        let hit = Hit { key, flags: it.flags, cas: it.cas, data: if value { it.data.clone() } else { Vec::new() } };
+        if touch.is_some() {
+            self.stats.touch_hits += 1;
+        }
+        if !plain_touch {
+            self.stats.get_hits += 1;
+        }
+        Outcome::Found(hit)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        mode: StoreMode,
+        key: Vec<u8>,
+        flags: u32,
+        exptime: u32,
+        cas: u64,
+        data: Vec<u8>,
+        now: u32,
+    ) -> Outcome {
+        self.stats.cmd_set += 1;
+        let exists = self.live(&key, now);
+        let (data, flags, exptime) = match mode {
+            StoreMode::Set => (data, flags, exptime),
+            StoreMode::Add => {
+                if exists {
+                    // memcached refreshes the existing item's LRU position.
+                    self.bump(&key, now);
+                    return Outcome::NotStored;
+                }
+                (data, flags, exptime)
+            }
+            StoreMode::Replace => {
+                if !exists {
+                    return Outcome::NotStored;
+                }
+                (data, flags, exptime)
+            }
+            StoreMode::Cas => {
+                let Some(old) = self.map.peek(&key[..]).filter(|_| exists) else {
+                    self.stats.cas_misses += 1;
+                    return Outcome::NotFound;
+                };
+                if old.cas != cas {
+                    self.stats.cas_badval += 1;
+                    return Outcome::Exists;
+                }
+                self.stats.cas_hits += 1;
+                (data, flags, exptime)
+            }
+            StoreMode::Append | StoreMode::Prepend => {
+                let Some(old) = self.map.peek(&key[..]).filter(|_| exists) else {
+                    return Outcome::NotStored;
+                };
+                if cas != 0 && old.cas != cas {
+                    return Outcome::Exists;
+                }
+                let mut joined = Vec::with_capacity(old.data.len() + data.len());
+                if mode == StoreMode::Append {
+                    joined.extend_from_slice(&old.data);
+                    joined.extend_from_slice(&data);
+                } else {
+                    joined.extend_from_slice(&data);
+                    joined.extend_from_slice(&old.data);
+                }
+                if !item_size_ok(key.len(), old.flags, joined.len(), self.item_size_max) {
+                    return Outcome::NotStored;
+                }
+                (joined, old.flags, old.exptime)
+            }
+        };
+        let item = Item { data, flags, exptime, time: now, cas: 0, fetched: false };
+        match self.insert(key, item, now) {
+            Some(cas) => Outcome::Stored { cas },
+            None => Outcome::OutOfMemory,
+        }
+    }
+
+    /// Puts `item` under `key`, replacing any old item and evicting from the
+    /// LRU tail as needed. Returns the new CAS value, or `None` when the
+    /// item cannot fit at all.
+    fn insert(&mut self, key: Vec<u8>, mut item: Item, now: u32) -> Option<u64> {
+        let size = item.size(key.len()) as u64;
+        self.remove(&key);
+        if size > self.mem_limit {
+            self.stats.store_no_memory += 1;
+            return None;
+        }
+        while self.mem_used + size > self.mem_limit {
+            let Some((k, old)) = self.map.pop_lru() else { break };
+            self.mem_used -= old.size(k.len()) as u64;
+            if old.expired(now) || self.is_flushed(&old, now) {
+                self.stats.reclaimed += 1;
+                if !old.fetched {
+                    self.stats.expired_unfetched += 1;
+                }
+            } else {
+                self.stats.evictions += 1;
+                if old.exptime != 0 {
+                    self.stats.evicted_nonzero += 1;
+                }
+                if !old.fetched {
+                    self.stats.evicted_unfetched += 1;
+                }
+                self.stats.evicted_time = u64::from(now.saturating_sub(old.time));
+            }
+        }
+        let cas = self.next_cas();
+        item.cas = cas;
+        self.mem_used += size;
+        self.stats.total_items += 1;
+        self.map.put(key.into_boxed_slice(), item);
+        Some(cas)
+    }
+
+    fn delete(&mut self, key: &[u8], cas: u64, now: u32) -> Outcome {
+        if !self.live(key, now) {
+            self.stats.delete_misses += 1;
+            return Outcome::NotFound;
+        }
+        if cas != 0 && self.map.peek(key).is_some_and(|it| it.cas != cas) {
+            return Outcome::Exists;
+        }
+        self.remove(key);
+        self.stats.delete_hits += 1;
+        Outcome::Deleted
+    }
+
+    fn arith(
+        &mut self,
+        key: Vec<u8>,
+        incr: bool,
+        delta: u64,
+        create: Option<(u64, u32)>,
+        cas: u64,
+        now: u32,
+    ) -> Outcome {
+        if !self.live(&key, now) {
+            if let Some((initial, exptime)) = create {
+                let item = Item {
+                    data: initial.to_string().into_bytes(),
+                    flags: 0,
+                    exptime,
+                    time: now,
+                    cas: 0,
+                    fetched: false,
+                };
+                return match self.insert(key, item, now) {
+                    Some(cas) => Outcome::Number { value: initial, cas },
+                    None => Outcome::OutOfMemory,
+                };
+            }
+            if incr {
+                self.stats.incr_misses += 1;
+            } else {
+                self.stats.decr_misses += 1;
+            }
+            return Outcome::NotFound;
+        }
+        let new_cas = self.last_cas.wrapping_add(self.cas_step);
+        let Some(it) = self.bump(&key, now) else { return Outcome::NotFound };
+        if cas != 0 && it.cas != cas {
+            return Outcome::Exists;
+        }
+        if it.data.is_empty() {
+            return Outcome::NonNumeric;
+        }
+        let Some(old) = numeric::item_value(&it.data) else { return Outcome::NonNumeric };
+        let value = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
+        let text = value.to_string();
+        if text.len() <= it.data.len() {
+            // In place, padded with spaces to the old length, as memcached does.
+            it.data[..text.len()].copy_from_slice(text.as_bytes());
+            it.data[text.len()..].fill(b' ');
+            it.cas = new_cas;
+            self.last_cas = new_cas;
+        } else {
+            let item = Item {
+                data: text.into_bytes(),
+                flags: it.flags,
+                exptime: it.exptime,
+                time: now,
+                cas: 0,
+                fetched: it.fetched,
+            };
+            let Some(c) = self.insert(key, item, now) else { return Outcome::OutOfMemory };
+            if incr {
+                self.stats.incr_hits += 1;
+            } else {
+                self.stats.decr_hits += 1;
+            }
+            return Outcome::Number { value, cas: c };
+        }
+        if incr {
+            self.stats.incr_hits += 1;
+        } else {
+            self.stats.decr_hits += 1;
+        }
+        Outcome::Number { value, cas: new_cas }
+    }
+
+    fn flush(&mut self, delay: i64, now: u32, started: i64) {
+        if delay > 0 {
+            self.oldest_live = clock::realtime(delay, now, started).saturating_sub(1);
+        } else {
+            self.map.clear();
+            self.mem_used = 0;
+            self.oldest_live = now.saturating_sub(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

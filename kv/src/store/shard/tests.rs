@@ -1,0 +1,195 @@
+//! Unit tests of one shard, with an explicit clock.
+
+use super::*;
+use crate::store::item_size;
+
+const STARTED: i64 = 1_700_000_000;
+
+fn shard(mem: u64) -> Shard {
+    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: mem, item_size_max: 1 << 20 })
+}
+
+fn set(s: &mut Shard, key: &str, data: &str, exptime: i64, now: u32) -> Outcome {
+    s.execute(
+        Op::Store { mode: StoreMode::Set, key: key.into(), flags: 0, exptime, cas: 0, data: data.into() },
+        now,
+        STARTED,
+    )
+}
+
+fn get(s: &mut Shard, key: &str, now: u32) -> Option<Vec<u8>> {
+    match s.execute(Op::Get { key: key.into(), touch: None, value: true }, now, STARTED) {
+        Outcome::Found(h) => Some(h.data),
+        _ => None,
+    }
+}
+
+fn store(s: &mut Shard, mode: StoreMode, key: &str, data: &str, cas: u64) -> Outcome {
+    s.execute(Op::Store { mode, key: key.into(), flags: 7, exptime: 0, cas, data: data.into() }, 10, STARTED)
+}
+
+fn arith(s: &mut Shard, key: &str, incr: bool, delta: u64) -> Outcome {
+    s.execute(Op::Arith { key: key.into(), incr, delta, create: None, cas: 0 }, 10, STARTED)
+}
+
+#[test]
+fn set_get_delete() {
+    let mut s = shard(1 << 20);
+    assert!(matches!(set(&mut s, "a", "hello", 0, 10), Outcome::Stored { .. }));
+    assert_eq!(get(&mut s, "a", 10).as_deref(), Some(&b"hello"[..]));
+    assert_eq!(s.execute(Op::Delete { key: b"a".to_vec(), cas: 0 }, 10, STARTED), Outcome::Deleted);
+    assert_eq!(s.execute(Op::Delete { key: b"a".to_vec(), cas: 0 }, 10, STARTED), Outcome::NotFound);
+    assert_eq!(get(&mut s, "a", 10), None);
+}
+
+#[test]
+fn conditional_stores() {
+    let mut s = shard(1 << 20);
+    assert_eq!(store(&mut s, StoreMode::Replace, "k", "x", 0), Outcome::NotStored);
+    assert_eq!(store(&mut s, StoreMode::Append, "k", "x", 0), Outcome::NotStored);
+    assert!(matches!(store(&mut s, StoreMode::Add, "k", "b", 0), Outcome::Stored { .. }));
+    assert_eq!(store(&mut s, StoreMode::Add, "k", "x", 0), Outcome::NotStored);
+    assert!(matches!(store(&mut s, StoreMode::Append, "k", "c", 0), Outcome::Stored { .. }));
+    assert!(matches!(store(&mut s, StoreMode::Prepend, "k", "a", 0), Outcome::Stored { .. }));
+    assert_eq!(get(&mut s, "k", 10).as_deref(), Some(&b"abc"[..]));
+}
+
+#[test]
+fn cas_values_are_unique_and_checked() {
+    let mut s = shard(1 << 20);
+    let Outcome::Stored { cas: c1 } = set(&mut s, "a", "1", 0, 10) else { panic!() };
+    let Outcome::Stored { cas: c2 } = set(&mut s, "b", "1", 0, 10) else { panic!() };
+    assert_ne!(c1, c2);
+    assert_eq!(store(&mut s, StoreMode::Cas, "a", "2", c1 + 100), Outcome::Exists);
+    assert!(matches!(store(&mut s, StoreMode::Cas, "a", "2", c1), Outcome::Stored { .. }));
+    assert_eq!(store(&mut s, StoreMode::Cas, "a", "3", c1), Outcome::Exists);
+    assert_eq!(store(&mut s, StoreMode::Cas, "zz", "3", c1), Outcome::NotFound);
+}
+
+#[test]
+fn cas_unique_across_shards() {
+    let mut a = Shard::new(ShardConfig { index: 0, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20 });
+    let mut b = Shard::new(ShardConfig { index: 1, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20 });
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..50 {
+        for s in [&mut a, &mut b] {
+            let Outcome::Stored { cas } = set(s, &format!("k{i}"), "v", 0, 10) else { panic!() };
+            assert!(cas != 0 && seen.insert(cas));
+        }
+    }
+}
+
+#[test]
+fn incr_decr_like_memcached() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "n", "10", 0, 10);
+    assert!(matches!(arith(&mut s, "n", false, 1), Outcome::Number { value: 9, .. }));
+    // Shorter results are padded in place.
+    assert_eq!(get(&mut s, "n", 10).as_deref(), Some(&b"9 "[..]));
+    assert!(matches!(arith(&mut s, "n", true, 5), Outcome::Number { value: 14, .. }));
+    assert!(matches!(arith(&mut s, "n", false, 100), Outcome::Number { value: 0, .. }));
+    set(&mut s, "m", "18446744073709551615", 0, 10);
+    assert!(matches!(arith(&mut s, "m", true, 2), Outcome::Number { value: 1, .. }));
+    assert_eq!(get(&mut s, "m", 10).unwrap().len(), 20);
+    set(&mut s, "x", "abc", 0, 10);
+    assert_eq!(arith(&mut s, "x", true, 1), Outcome::NonNumeric);
+    set(&mut s, "e", "", 0, 10);
+    assert_eq!(arith(&mut s, "e", true, 1), Outcome::NonNumeric);
+    assert_eq!(arith(&mut s, "nope", true, 1), Outcome::NotFound);
+    // Growing past the old length stores a new, longer value.
+    set(&mut s, "g", "9", 0, 10);
+    assert!(matches!(arith(&mut s, "g", true, 1), Outcome::Number { value: 10, .. }));
+    assert_eq!(get(&mut s, "g", 10).as_deref(), Some(&b"10"[..]));
+}
+
+#[test]
+fn binary_incr_creates() {
+    let mut s = shard(1 << 20);
+    let op = Op::Arith { key: b"c".to_vec(), incr: true, delta: 5, create: Some((100, 0)), cas: 0 };
+    assert!(matches!(s.execute(op.clone(), 10, STARTED), Outcome::Number { value: 100, .. }));
+    assert!(matches!(s.execute(op, 10, STARTED), Outcome::Number { value: 105, .. }));
+}
+
+#[test]
+fn expiry() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "a", "x", 5, 10);
+    assert!(get(&mut s, "a", 14).is_some());
+    assert!(get(&mut s, "a", 15).is_none());
+    set(&mut s, "b", "x", -1, 10);
+    assert!(get(&mut s, "b", 10).is_none());
+    // Absolute time in the past.
+    set(&mut s, "c", "x", STARTED - 5, 10);
+    assert!(get(&mut s, "c", 10).is_none());
+    // Absolute time in the future.
+    set(&mut s, "d", "x", STARTED + 100, 10);
+    assert!(get(&mut s, "d", 99).is_some());
+    assert!(get(&mut s, "d", 100).is_none());
+}
+
+#[test]
+fn touch_and_gat() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "a", "x", 5, 10);
+    let t = s.execute(Op::Get { key: b"a".to_vec(), touch: Some(100), value: false }, 11, STARTED);
+    assert!(matches!(t, Outcome::Found(_)));
+    assert!(get(&mut s, "a", 50).is_some());
+    let t = s.execute(Op::Get { key: b"zz".to_vec(), touch: Some(100), value: true }, 11, STARTED);
+    assert!(matches!(t, Outcome::Missing(_)));
+}
+
+#[test]
+fn flush_now_and_later() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "a", "x", 0, 10);
+    s.execute(Op::Flush { delay: 0 }, 10, STARTED);
+    assert!(get(&mut s, "a", 10).is_none());
+    set(&mut s, "b", "x", 0, 10);
+    assert!(get(&mut s, "b", 10).is_some());
+    s.execute(Op::Flush { delay: 5 }, 10, STARTED);
+    assert!(get(&mut s, "b", 12).is_some());
+    assert!(get(&mut s, "b", 16).is_none());
+}
+
+#[test]
+fn lru_eviction_under_memory_limit() {
+    let item = item_size(2, 0, 100) as u64;
+    let mut s = shard(item * 3);
+    let v = "x".repeat(100);
+    set(&mut s, "k1", &v, 0, 10);
+    set(&mut s, "k2", &v, 0, 10);
+    set(&mut s, "k3", &v, 0, 10);
+    // Touch k1 so that k2 is the least recently used.
+    assert!(get(&mut s, "k1", 10).is_some());
+    set(&mut s, "k4", &v, 0, 10);
+    assert!(get(&mut s, "k2", 10).is_none());
+    assert!(get(&mut s, "k1", 10).is_some());
+    assert!(get(&mut s, "k4", 10).is_some());
+    let st = s.stats(10);
+    assert_eq!(st.evictions, 1);
+    assert_eq!(st.curr_items, 3);
+    assert!(st.bytes <= item * 3);
+    // An item larger than the whole shard is refused.
+    let big = "y".repeat(10_000);
+    assert_eq!(set(&mut s, "big", &big, 0, 10), Outcome::OutOfMemory);
+}
+
+#[test]
+fn append_past_item_limit_is_not_stored() {
+    let mut s = Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 30, item_size_max: 1 << 20 });
+    set(&mut s, "a", &"x".repeat(1_048_516), 0, 10);
+    assert_eq!(store(&mut s, StoreMode::Append, "a", "y", 0), Outcome::NotStored);
+}
+
+#[test]
+fn stats_count() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "a", "x", 0, 10);
+    get(&mut s, "a", 10);
+    get(&mut s, "b", 10);
+    let st = s.stats(10);
+    assert_eq!((st.cmd_get, st.get_hits, st.get_misses, st.cmd_set, st.curr_items, st.bytes), (2, 1, 1, 1, 1, 61));
+    let Outcome::Stats(_) = s.execute(Op::Stats { reset: true }, 10, STARTED) else { panic!() };
+    let st = s.stats(10);
+    assert_eq!((st.cmd_get, st.curr_items), (0, 1));
+}

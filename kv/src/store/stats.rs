@@ -1,0 +1,116 @@
+//! Per-shard counters, named after memcached's stats.
+
+use serde::{Deserialize, Serialize};
+
+/// Counters kept by one shard; summed over shards for `stats`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardStats {
+    /// Get requests (one per key).
+    pub cmd_get: u64,
+    /// Store requests.
+    pub cmd_set: u64,
+    /// Touch and gat requests.
+    pub cmd_touch: u64,
+    /// Keys found by get.
+    pub get_hits: u64,
+    /// Keys not found by get.
+    pub get_misses: u64,
+    /// Lookups that found an expired item.
+    pub get_expired: u64,
+    /// Lookups that found a flushed item.
+    pub get_flushed: u64,
+    /// Deletes of a present key.
+    pub delete_hits: u64,
+    /// Deletes of an absent key.
+    pub delete_misses: u64,
+    /// Increments of a present key.
+    pub incr_hits: u64,
+    /// Increments of an absent key.
+    pub incr_misses: u64,
+    /// Decrements of a present key.
+    pub decr_hits: u64,
+    /// Decrements of an absent key.
+    pub decr_misses: u64,
+    /// CAS stores that matched.
+    pub cas_hits: u64,
+    /// CAS stores of an absent key.
+    pub cas_misses: u64,
+    /// CAS stores that did not match.
+    pub cas_badval: u64,
+    /// Touches of a present key.
+    pub touch_hits: u64,
+    /// Touches of an absent key.
+    pub touch_misses: u64,
+    /// Stores refused for lack of memory.
+    pub store_no_memory: u64,
+    /// Items now in the shard.
+    pub curr_items: u64,
+    /// Items ever stored.
+    pub total_items: u64,
+    /// Bytes charged for the items now in the shard.
+    pub bytes: u64,
+    /// Memory limit of the shard.
+    pub limit_maxbytes: u64,
+    /// Live items removed to make room.
+    pub evictions: u64,
+    /// Evicted items that had an expiration time.
+    pub evicted_nonzero: u64,
+    /// Evicted items never read.
+    pub evicted_unfetched: u64,
+    /// Seconds since the last eviction's item was last accessed.
+    pub evicted_time: u64,
+    /// Expired items removed (their memory reused).
+    pub reclaimed: u64,
+    /// Expired items removed that were never read.
+    pub expired_unfetched: u64,
+    /// Age in seconds of the least recently used item.
+    pub oldest_age: u64,
+}
+
+impl ShardStats {
+    /// Adds `o` into `self` (ages: the maximum).
+    pub fn add(&mut self, o: &ShardStats) {
+        self.cmd_get += o.cmd_get;
+        self.cmd_set += o.cmd_set;
+        self.cmd_touch += o.cmd_touch;
+        self.get_hits += o.get_hits;
+        self.get_misses += o.get_misses;
+        self.get_expired += o.get_expired;
+        self.get_flushed += o.get_flushed;
+        self.delete_hits += o.delete_hits;
+        self.delete_misses += o.delete_misses;
+        self.incr_hits += o.incr_hits;
+        self.incr_misses += o.incr_misses;
+        self.decr_hits += o.decr_hits;
+        self.decr_misses += o.decr_misses;
+        self.cas_hits += o.cas_hits;
+        self.cas_misses += o.cas_misses;
+        self.cas_badval += o.cas_badval;
+        self.touch_hits += o.touch_hits;
+        self.touch_misses += o.touch_misses;
+        self.store_no_memory += o.store_no_memory;
+        self.curr_items += o.curr_items;
+        self.total_items += o.total_items;
+        self.bytes += o.bytes;
+        self.limit_maxbytes += o.limit_maxbytes;
+        self.evictions += o.evictions;
+        self.evicted_nonzero += o.evicted_nonzero;
+        self.evicted_unfetched += o.evicted_unfetched;
+        self.evicted_time = self.evicted_time.max(o.evicted_time);
+        self.reclaimed += o.reclaimed;
+        self.expired_unfetched += o.expired_unfetched;
+        self.oldest_age = self.oldest_age.max(o.oldest_age);
+    }
+
+    /// Zeroes the counters that `stats reset` clears (not the gauges).
+    pub fn reset(&mut self) {
+        let keep = ShardStats {
+            curr_items: self.curr_items,
+            bytes: self.bytes,
+            limit_maxbytes: self.limit_maxbytes,
+            oldest_age: self.oldest_age,
+            ..ShardStats::default()
+        };
+        *self = keep;
+    }
+}
