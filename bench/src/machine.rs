@@ -21,6 +21,15 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
+/// The 1, 5 and 15 minute load averages, if the kernel says (a busy
+/// machine distorts every figure, delegation's most).
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 /// The command line this process was started with.
 pub fn command_line() -> String {
     let mut args = std::env::args();
@@ -31,12 +40,13 @@ pub fn command_line() -> String {
 /// The header block printed before every run.
 pub fn header(config: &str) -> String {
     format!(
-        "gossamer-bench {}\nmachine: {} cores available, {} ({}, {})\ncommand: {}\nconfig:  {}\n",
+        "gossamer-bench {}\nmachine: {} cores available, {} ({}, {}), load average {}\ncommand: {}\nconfig:  {}\n",
         env!("CARGO_PKG_VERSION"),
         cores(),
         cpu_model(),
         std::env::consts::OS,
         std::env::consts::ARCH,
+        load_average(),
         command_line(),
         config
     )

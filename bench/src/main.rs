@@ -78,7 +78,11 @@ fn run(cli: &Cli) -> Result<()> {
     let elapsed = started.elapsed();
     std::fs::write(
         s.out.join(format!("{name}_run.txt")),
-        format!("{header}elapsed: {:.1} s\nverification: passed\n", elapsed.as_secs_f64()),
+        format!(
+            "{header}elapsed: {:.1} s\nload average at the end: {}\nverification: passed\n",
+            elapsed.as_secs_f64(),
+            machine::load_average()
+        ),
     )?;
     println!("all results verified; {:.1} s; results in {}", elapsed.as_secs_f64(), s.out.display());
     Ok(())

@@ -1,5 +1,7 @@
-//! Per-thread completion counters for `apply_then` issuers, and the loop
-//! that keeps a window of requests in flight.
+//! How Trust<T> clients issue and wait: per-thread completion counters for
+//! `apply_then` issuers, the loop that keeps a window of requests in
+//! flight, the back-off of a waiting issuer, and the yield that keeps a
+//! blocking client from monopolising its thread through the local shortcut.
 //!
 //! `then` callbacks run later on the issuing thread, so they count into
 //! thread-locals: no callback captures anything, and the issuing fiber (one
@@ -128,4 +130,35 @@ pub fn pump(window: usize, stopped: impl Fn() -> bool, mut issue: impl FnMut() -
         seen = d;
     }
     issued
+}
+
+/// Consecutive local operations after which a blocking client yields.
+const LOCAL_RUN: u32 = 32;
+
+/// Keeps a fiber that calls `apply` on trusts of its own thread from
+/// monopolising the thread.
+///
+/// `apply` on a local trust runs the closure directly and never suspends, so
+/// a fiber whose keys keep landing on its own trustee would run until the
+/// measurement ends while the thread's other fibers and every other
+/// thread's requests to this trustee wait. The client loop therefore yields
+/// after [`LOCAL_RUN`] local operations in a row.
+#[derive(Default)]
+pub struct LocalRun {
+    run: u32,
+}
+
+impl LocalRun {
+    #[inline(always)]
+    pub fn after(&mut self, local: bool) {
+        if !local {
+            self.run = 0;
+            return;
+        }
+        self.run += 1;
+        if self.run >= LOCAL_RUN {
+            self.run = 0;
+            gossamer::yield_now();
+        }
+    }
 }

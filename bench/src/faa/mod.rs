@@ -93,6 +93,11 @@ pub fn run(s: &Settings, args: &FaaArgs) -> Result<()> {
     }
     let dists = if args.dist.is_empty() { vec![Dist::Uniform, Dist::Zipf] } else { args.dist.clone() };
     let variants = select(&Variant::ALL, Variant::name, &args.variants)?;
+    println!(
+        "faa: objects {objects:?}; distributions {}; variants {}",
+        dists.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
+        variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
+    );
     let pb = progress::bar("faa", (dists.len() * objects.len() * variants.len()) as u64);
     for dist in dists {
         let mut sweep = Sweep::new(

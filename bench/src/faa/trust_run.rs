@@ -8,7 +8,7 @@ use crate::control::{fiber_wait, Control};
 use crate::error::{expect_eq, BenchError, Result};
 use crate::keys::{key, Trace};
 use crate::settings::Settings;
-use crate::tally;
+use crate::tally::{self, LocalRun};
 use crate::trust_env::{join_all, Placement, TrustEnv};
 use crate::work::fetch_add;
 
@@ -35,9 +35,11 @@ pub fn run(s: &Settings, k: usize, traces: &[Trace], placement: Placement, issue
                 match issue {
                     Issue::Apply => {
                         let (mut ops, mut sum) = (0u64, 0u64);
+                        let mut fair = LocalRun::default();
                         while !ctl.stopped() {
-                            let e = cur.next_entry();
-                            sum = sum.wrapping_add(objs[key(e)].apply(fetch_add));
+                            let o = &objs[key(cur.next_entry())];
+                            sum = sum.wrapping_add(o.apply(fetch_add));
+                            fair.after(o.is_local());
                             ops += 1;
                         }
                         black_box(sum);
@@ -70,6 +72,7 @@ pub fn run(s: &Settings, k: usize, traces: &[Trace], placement: Placement, issue
         for r in results {
             ops += r.map_err(BenchError::Mismatch)?;
         }
+
         total += ops;
         mops.push(ops as f64 / secs / 1e6);
     }

@@ -81,6 +81,11 @@ pub fn run(s: &Settings, args: &LatencyArgs) -> Result<()> {
         Scenario { dist: Dist::Uniform, objects: 64 },
         Scenario { dist: Dist::Zipf, objects: s.scale.pick(1_000_000, 1_000_000, 10_000) },
     ];
+    println!(
+        "latency: offered loads {loads:?} Mops/s; scenarios {}; variants {}",
+        scenarios.iter().map(|s| s.stem()).collect::<Vec<_>>().join(","),
+        variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
+    );
     let pb = progress::bar("latency", (scenarios.len() * variants.len() * loads.len()) as u64);
     for sc in &scenarios {
         let traces = Trace::for_clients(sc.dist, sc.objects, s.trace_len, 0, s.seed ^ sc.objects, s.threads);

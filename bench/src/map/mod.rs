@@ -110,6 +110,14 @@ pub fn run(s: &Settings, args: &MapArgs) -> Result<()> {
         Dist::Uniform => args.uniform_size.unwrap_or(1000),
         Dist::Zipf => args.zipf_size.unwrap_or(s.scale.pick(10_000_000, 100_000, 1000)),
     };
+    println!(
+        "map: sizes {sizes:?} at 5% writes; writes {writes:?}% at {} (uniform) and {} (zipf) entries; \
+         distributions {}; variants {}",
+        fixed(Dist::Uniform),
+        fixed(Dist::Zipf),
+        dists.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
+        variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
+    );
     let pb = progress::bar("map", (dists.len() * (sizes.len() + writes.len()) * variants.len()) as u64);
     for &dist in &dists {
         for by_size in [true, false] {

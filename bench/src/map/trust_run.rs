@@ -13,7 +13,7 @@ use crate::error::{BenchError, Result};
 use crate::faa::Issue;
 use crate::keys::{is_write, key, Trace};
 use crate::settings::Settings;
-use crate::tally;
+use crate::tally::{self, LocalRun};
 use crate::trust_env::{join_all, Placement, TrustEnv};
 
 type Shard = HashMap<u64, Value>;
@@ -50,6 +50,7 @@ pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &
                 match issue {
                     Issue::Apply => {
                         let mut w = Work::default();
+                        let mut fair = LocalRun::default();
                         while !ctl.stopped() {
                             let e = cur.next_entry();
                             let k = key(e) as u64;
@@ -60,6 +61,7 @@ pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &
                             } else {
                                 read_ok(k, shard.apply(move |m| m.get(&k).copied()))
                             };
+                            fair.after(shard.is_local());
                             w.bad += !ok as u64;
                             w.ops += 1;
                         }

@@ -87,6 +87,7 @@ const FIGURES: &[Figure] = &[
 
 pub fn run(s: &Settings, args: &MicroArgs) -> Result<()> {
     let ops = args.ops.unwrap_or(s.scale.pick(2_000_000, 500_000, 20_000)).max(1);
+    println!("micro: {ops} operations per figure");
     let pb = progress::bar("micro", (FIGURES.len() * s.repeat) as u64);
     let mut results = Vec::with_capacity(FIGURES.len());
     for f in FIGURES {

@@ -17,6 +17,20 @@ pub struct Line {
     pub points: Vec<(f64, f64)>,
 }
 
+/// Line colours (the "tab10" palette: distinct, readable on white).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+    RGBColor(0xbc, 0xbd, 0x22),
+    RGBColor(0x17, 0xbe, 0xcf),
+];
+
 fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -80,7 +94,7 @@ pub fn lines(
                 .draw()
                 .map_err(err)?;
             for (i, l) in lines.iter().enumerate() {
-                let color = Palette99::pick(i).to_rgba();
+                let color = COLORS[i % COLORS.len()].to_rgba();
                 let width = if l.emphasis { 3 } else { 1 };
                 let pts: Vec<(f64, f64)> =
                     l.points.iter().copied().filter(|p| (!log_x || p.0 > 0.0) && (!log_y || p.1 > 0.0)).collect();

@@ -1,0 +1,197 @@
+//! Runs every subcommand of the built `gossamer-bench` binary in a tiny
+//! configuration and checks that it verifies its results, writes its
+//! files, and fails with status 2 when its counts are deliberately wrong.
+//! These are correctness checks only: nothing here asserts on timings.
+//!
+//! The runs are serialised (one lock for the whole file): the benchmarks
+//! busy-poll, and several at once on a small machine would only slow each
+//! other down.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Longest a single run may take before it counts as hung.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// A fresh, empty results folder for one test.
+fn out_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gossamer-bench-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Runs the binary with `args`, killing it after [`TIMEOUT`].
+fn bench(out: &Path, args: &[&str]) -> Output {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gossamer-bench"))
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gossamer-bench");
+    // Drain the pipes while waiting, so a chatty run cannot block on them.
+    let mut so = child.stdout.take().expect("piped stdout");
+    let mut se = child.stderr.take().expect("piped stderr");
+    let so_reader = thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut so, &mut v).ok();
+        v
+    });
+    let se_reader = thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut se, &mut v).ok();
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait for gossamer-bench") {
+            break st;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gossamer-bench {args:?} did not finish within {TIMEOUT:?}");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    Output { status, stdout: so_reader.join().unwrap_or_default(), stderr: se_reader.join().unwrap_or_default() }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Asserts success, the header, the verification line and the files.
+fn check_ok(out_dir: &Path, o: &Output, files: &[&str]) {
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", o.status);
+    assert!(stdout.contains("cores available"), "no machine line:\n{stdout}");
+    assert!(stdout.contains("config:"), "no configuration line:\n{stdout}");
+    assert!(stdout.contains("all results verified"), "no verification line:\n{stdout}");
+    for f in files {
+        let p = out_dir.join(f);
+        let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "missing or empty {}", p.display());
+    }
+}
+
+/// Asserts that the run failed verification (status 2).
+fn check_mismatch(o: &Output) {
+    let stderr = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "expected a verification failure\nstderr:\n{stderr}");
+    assert!(stderr.contains("verification failed"), "{stderr}");
+}
+
+const TINY: &[&str] = &["--smoke", "--duration-ms", "10"];
+
+fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    TINY.iter().copied().chain(extra.iter().copied()).collect()
+}
+
+#[test]
+fn faa_runs_and_verifies() {
+    let d = out_dir("faa");
+    let o = bench(&d, &args(&["faa", "--objects", "1,64"]));
+    check_ok(&d, &o, &["faa_uniform.csv", "faa_uniform_summary.csv", "faa_uniform.png", "faa_zipf.csv", "faa_run.txt"]);
+    let stdout = text(&o.stdout);
+    for v in
+        ["trust-apply", "trust-async", "trust-apply-ded", "trust-async-ded", "std-mutex", "parking-lot", "spin", "mcs"]
+    {
+        assert!(stdout.contains(v), "variant {v} missing:\n{stdout}");
+    }
+}
+
+#[test]
+fn latency_runs_and_verifies() {
+    let d = out_dir("latency");
+    let o = bench(&d, &args(&["latency", "--loads", "0.5,4"]));
+    check_ok(
+        &d,
+        &o,
+        &[
+            "latency_uniform_64.csv",
+            "latency_uniform_64_summary.csv",
+            "latency_uniform_64_mean.png",
+            "latency_zipf_10000_p999.png",
+        ],
+    );
+    assert!(text(&o.stdout).contains("p99.9"));
+}
+
+#[test]
+fn map_runs_and_verifies() {
+    let d = out_dir("map");
+    let o = bench(&d, &args(&["map", "--sizes", "10,1000", "--writes", "0,50,100"]));
+    check_ok(
+        &d,
+        &o,
+        &["map_size_uniform.csv", "map_size_zipf_summary.csv", "map_writes_uniform.png", "map_writes_zipf.csv"],
+    );
+    let stdout = text(&o.stdout);
+    for v in ["trust-apply", "trust-async", "trust-async-ded", "dashmap", "scc", "mutex-512", "rwlock-512"] {
+        assert!(stdout.contains(v), "variant {v} missing:\n{stdout}");
+    }
+}
+
+#[test]
+fn micro_runs_and_verifies() {
+    let d = out_dir("micro");
+    let o = bench(&d, &args(&["--no-plots", "micro", "--ops", "2000"]));
+    check_ok(&d, &o, &["micro.csv", "micro_summary.csv"]);
+    let stdout = text(&o.stdout);
+    for f in ["fiber-yield", "apply-rtt", "trustee-async", "local-apply", "idle-cpu", "wake-apply"] {
+        assert!(stdout.contains(f), "figure {f} missing:\n{stdout}");
+    }
+}
+
+#[test]
+fn all_runs_every_benchmark() {
+    let d = out_dir("all");
+    let o = bench(&d, &args(&["--no-plots", "all"]));
+    check_ok(
+        &d,
+        &o,
+        &[
+            "faa_zipf_summary.csv",
+            "latency_uniform_64_summary.csv",
+            "map_writes_zipf_summary.csv",
+            "micro_summary.csv",
+            "all_run.txt",
+        ],
+    );
+}
+
+#[test]
+fn wrong_counts_fail_every_subcommand() {
+    let d = out_dir("fault");
+    for cmd in [
+        vec!["faa", "--objects", "4", "--dist", "uniform", "--variants", "trust-async"],
+        vec!["faa", "--objects", "4", "--dist", "zipf", "--variants", "mcs"],
+        vec!["latency", "--loads", "1", "--variants", "trust-async-ded"],
+        vec!["latency", "--loads", "1", "--variants", "spin"],
+        vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "trust-apply"],
+        vec!["map", "--sizes", "100", "--writes", "50", "--dist", "zipf", "--variants", "scc"],
+        vec!["micro", "--ops", "100"],
+    ] {
+        let mut a = args(&["--fault", "--no-plots"]);
+        a.extend(cmd);
+        check_mismatch(&bench(&d, &a));
+    }
+}
+
+#[test]
+fn bad_options_are_rejected() {
+    let d = out_dir("bad");
+    let o = bench(&d, &args(&["faa", "--variants", "no-such-variant"]));
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("unknown variant"));
+    let o = bench(&d, &args(&["--threads", "1", "faa"]));
+    assert_eq!(o.status.code(), Some(1));
+}
