@@ -106,6 +106,11 @@ impl Proc {
         format!("memcache://{}?timeout=10{proto}", self.addr)
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
