@@ -40,11 +40,13 @@
 pub mod channel;
 mod error;
 mod fiber;
+pub mod rack;
 mod runtime;
 mod sync;
 mod trust;
 
 pub use error::{Error, JoinError, Panicked};
+pub use rack::{entrust_on, main, spawn_with, topology, Topology};
 pub use runtime::{Builder, JoinHandle, Runtime, ShutdownReport, Stats, ThreadPool};
 pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef};
 

@@ -5,6 +5,7 @@
 
 pub(crate) mod matrix;
 pub(crate) mod record;
+pub(crate) mod remote;
 pub(crate) mod slot;
 pub(crate) mod word_queue;
 

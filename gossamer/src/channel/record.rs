@@ -34,6 +34,25 @@ pub(crate) const FALLBACK_WORDS: usize = 3;
 const TAG_INLINE: u64 = 0;
 const TAG_BOXED: u64 = 1;
 const TAG_PANIC: u64 = 2;
+// Responses to another process: serialized values and panic messages,
+// inline (`[header][len][bytes…]`) or in the bulk area (`[header][len][offset]`).
+const TAG_SER: u64 = 3;
+const TAG_SER_BULK: u64 = 4;
+const TAG_PANIC_MSG: u64 = 5;
+const TAG_PANIC_MSG_BULK: u64 = 6;
+const TAG_TOO_LARGE: u64 = 7;
+
+/// Where a batch from another process keeps its large payloads.
+#[derive(Clone, Copy)]
+pub(crate) struct Far {
+    /// The client that sent the batch.
+    pub(crate) client: usize,
+    /// The client's bulk area for this pair's requests.
+    pub(crate) req_bulk: *const u8,
+    /// Our bulk area for this pair's responses, and its size.
+    pub(crate) resp_bulk: *mut u8,
+    pub(crate) bulk_bytes: usize,
+}
 
 /// Whether a `V` travels inline (else boxed).
 #[inline(always)]
@@ -135,17 +154,138 @@ pub(crate) unsafe fn dispatch(rec: *const Word, out: &mut Responder<'_>) {
     }
 }
 
+/// Runs a request that came from another process (see `remote`).
+///
+/// # Safety
+/// As for [`dispatch`], for a record written by `Worker::enqueue_remote`,
+/// with `cache` this pair's trustee-side code cache.
+#[inline(always)]
+pub(crate) unsafe fn dispatch_remote(
+    rec: *const Word,
+    out: &mut Responder<'_>,
+    cache: &mut [i64; super::remote::CODE_CACHE],
+) {
+    // SAFETY: the record's layout per `enqueue_remote`; the property word is
+    // an address in this process, carried as an integer.
+    unsafe {
+        let (shim, skip) = super::remote::decode_code(rec, cache);
+        let prop = std::ptr::with_exposed_provenance_mut::<u8>((*rec.add(skip)).assume_init() as usize);
+        shim(prop, rec.add(skip + 1) as *mut u8, out)
+    }
+}
+
+/// Bit of a tail's length word: the bytes are in the bulk area.
+pub(crate) const TAIL_IN_BULK: u64 = 1 << 63;
+/// Largest tail kept inline in a record.
+pub(crate) const MAX_INLINE_TAIL: usize = 640;
+
+/// The bytes of the tail (serialized argument) at `tail`, which follows a
+/// remote record's environment.
+///
+/// # Safety
+/// `tail` must point at a tail written by `enqueue_remote`, in a batch
+/// answered through `out`.
+pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> &'b [u8] {
+    // SAFETY: the tail's layout per `enqueue_remote` and `Worker::flush`.
+    unsafe {
+        let w = (*tail).assume_init();
+        let len = (w & !TAIL_IN_BULK) as usize;
+        if w & TAIL_IN_BULK != 0 {
+            let at = (*tail.add(1)).assume_init() as usize;
+            let far = out.remote().expect("bulk tail from a local client");
+            std::slice::from_raw_parts(far.req_bulk.add(at), len)
+        } else {
+            super::remote::bytes_at(tail.add(1), len)
+        }
+    }
+}
+
 /// Writes the responses of one batch, keeping room so that every request
 /// of the batch gets one.
 pub(crate) struct Responder<'a> {
     writer: &'a mut BatchWriter,
     /// Requests of the batch not yet answered, this one included.
     left: usize,
+    /// Set when the batch came from another process.
+    far: Option<Far>,
+    bulk_used: usize,
 }
 
 impl<'a> Responder<'a> {
     pub(crate) fn new(writer: &'a mut BatchWriter, count: usize) -> Self {
-        Responder { writer, left: count }
+        Responder { writer, left: count, far: None, bulk_used: 0 }
+    }
+
+    /// For a batch from another process.
+    pub(crate) fn far(writer: &'a mut BatchWriter, count: usize, far: Far) -> Self {
+        Responder { writer, left: count, far: Some(far), bulk_used: 0 }
+    }
+
+    /// The other process's side of this batch, if it came from one.
+    pub(crate) fn remote(&self) -> Option<Far> {
+        self.far
+    }
+
+    /// Answers with `r`, serializing it when the client is in another process.
+    #[inline(always)]
+    pub(crate) fn put_any<U: serde::Serialize>(&mut self, r: thread::Result<U>) {
+        if self.far.is_some() {
+            self.put_remote(r)
+        } else {
+            self.put(r)
+        }
+    }
+
+    /// Answers a client in another process: the value serialized, or the
+    /// panic's message.
+    pub(crate) fn put_remote<U: serde::Serialize>(&mut self, r: thread::Result<U>) {
+        match r {
+            Ok(v) => super::remote::with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK)),
+            Err(p) => {
+                let msg = crate::error::panic_message(&*p);
+                drop(p);
+                self.put_bytes(msg.as_bytes(), TAG_PANIC_MSG, TAG_PANIC_MSG_BULK)
+            }
+        }
+    }
+
+    fn put_bytes(&mut self, bytes: &[u8], inline_tag: u64, bulk_tag: u64) {
+        use super::remote::{byte_words, put_bytes, word};
+        debug_assert!(self.left > 0, "more responses than requests");
+        self.left -= 1;
+        let keep = self.left;
+        let words = 2 + byte_words(bytes.len());
+        if let Some(dst) = self.writer.reserve(words, keep) {
+            Self::header(dst, words, inline_tag);
+            // SAFETY: `words` words reserved: header, length, bytes.
+            unsafe {
+                *dst.add(1) = word(bytes.len() as u64);
+                put_bytes(dst.add(2), bytes);
+            }
+            return;
+        }
+        let far = self.far.expect("bulk answer to a local client");
+        let dst = self.writer.reserve(FALLBACK_WORDS, keep).expect("gossamer: response slot invariant broken");
+        if self.bulk_used + bytes.len() > far.bulk_bytes {
+            Self::header(dst, FALLBACK_WORDS, TAG_TOO_LARGE);
+            // SAFETY: three words reserved.
+            unsafe {
+                *dst.add(1) = word(bytes.len() as u64);
+                *dst.add(2) = word(far.bulk_bytes as u64);
+            }
+            return;
+        }
+        let at = self.bulk_used;
+        // SAFETY: the response bulk area is ours until the client publishes
+        // its next batch, and `at + len` fits, checked above.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), far.resp_bulk.add(at), bytes.len()) };
+        self.bulk_used = (at + bytes.len()).next_multiple_of(8);
+        Self::header(dst, FALLBACK_WORDS, bulk_tag);
+        // SAFETY: three words reserved.
+        unsafe {
+            *dst.add(1) = word(bytes.len() as u64);
+            *dst.add(2) = word(at as u64);
+        }
     }
 
     fn header(dst: *mut Word, words: usize, tag: u64) {
@@ -197,6 +337,42 @@ pub(crate) unsafe fn take_response<U>(rec: *const Word) -> thread::Result<U> {
             TAG_INLINE => Ok(take_value::<U>(rec.add(1))),
             TAG_BOXED => Ok(*Box::from_raw(ptr::read(rec.add(1).cast::<*mut U>()))),
             TAG_PANIC => Err(ptr::read(rec.add(1).cast::<Box<dyn Any + Send>>())),
+            t => panic!("gossamer: malformed response tag {t}"),
+        }
+    }
+}
+
+/// True when the response at `rec` came from another process.
+#[inline(always)]
+pub(crate) fn is_remote_response(rec: *const Word) -> bool {
+    record_tag(rec) >= TAG_SER
+}
+
+/// Takes a response from another process: `resp_bulk` is the pair's
+/// response bulk area.
+///
+/// # Safety
+/// `rec` must be a response written by `Responder::put_remote::<U>`, taken
+/// once, with the bulk area still unchanged.
+pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned>(
+    rec: *const Word,
+    resp_bulk: *const u8,
+) -> thread::Result<U> {
+    use super::remote::{bytes_at, deserialize};
+    // SAFETY: the layouts written by `put_bytes`.
+    unsafe {
+        let len = (*rec.add(1)).assume_init() as usize;
+        let bulk = || std::slice::from_raw_parts(resp_bulk.add((*rec.add(2)).assume_init() as usize), len);
+        match record_tag(rec) {
+            TAG_SER => Ok(deserialize(bytes_at(rec.add(2), len))),
+            TAG_SER_BULK => Ok(deserialize(bulk())),
+            TAG_PANIC_MSG => Err(Box::new(String::from_utf8_lossy(bytes_at(rec.add(2), len)).into_owned())),
+            TAG_PANIC_MSG_BULK => Err(Box::new(String::from_utf8_lossy(bulk()).into_owned())),
+            TAG_TOO_LARGE => Err(Box::new(format!(
+                "gossamer: a result of {len} bytes does not fit the bulk area of {} bytes between these threads \
+                 (set GOSSAMER_BULK_BYTES higher)",
+                (*rec.add(2)).assume_init()
+            ))),
             t => panic!("gossamer: malformed response tag {t}"),
         }
     }

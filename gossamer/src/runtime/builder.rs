@@ -108,6 +108,22 @@ impl Builder {
         self
     }
 
+    /// The configuration this builder describes, workers not checked.
+    pub(crate) fn config(self) -> Config {
+        let workers = self.workers.unwrap_or(1);
+        Config {
+            workers,
+            dedicated: 0,
+            pin: self.pin,
+            stack_size: self.stack_size.max(16 * 1024),
+            stack_pool: self.stack_pool,
+            worker_stack_size: self.worker_stack_size,
+            idle_spin: self.idle_spin,
+            shutdown_timeout: self.shutdown_timeout,
+            name: self.name,
+        }
+    }
+
     /// Starts the runtime.
     pub fn build(self) -> Result<Runtime, Error> {
         let workers = self.workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

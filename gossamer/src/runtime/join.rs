@@ -36,26 +36,7 @@ where
     let s2 = state.clone();
     let body = move || {
         let r = catch_unwind(AssertUnwindSafe(f));
-        let joiner = {
-            let mut s = s2.lock().unwrap_or_else(|e| e.into_inner());
-            s.result = Some(r);
-            std::mem::replace(&mut s.joiner, Joiner::None)
-        };
-        match joiner {
-            Joiner::None => {}
-            Joiner::Thread(t) => t.unpark(),
-            Joiner::Fiber { runtime, worker, fiber } => {
-                let w = context::current().expect("fiber finished outside its runtime");
-                debug_assert_eq!(w.shared.id, runtime);
-                if w.index == worker {
-                    w.make_ready(fiber);
-                } else {
-                    w.send(worker, move || {
-                        context::current().expect("runtime message outside a worker").make_ready(fiber);
-                    });
-                }
-            }
-        }
+        complete(&s2, r);
     };
     (JoinHandle { state }, body)
 }
@@ -93,6 +74,49 @@ impl<R> JoinHandle<R> {
     /// True once the fiber has finished.
     pub fn is_finished(&self) -> bool {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).result.is_some()
+    }
+}
+
+/// A handle whose fiber runs in another process: the state is leaked as a
+/// raw pointer that travels there and back, and is reclaimed by
+/// [`finish_remote`].
+pub(crate) fn remote_pair<R>() -> (JoinHandle<R>, *const ()) {
+    let state = Arc::new(Mutex::new(State { result: None, joiner: Joiner::None }));
+    let raw = Arc::into_raw(state.clone()).cast::<()>();
+    (JoinHandle { state }, raw)
+}
+
+/// Completes a handle from [`remote_pair`] on the thread that spawned it.
+///
+/// # Safety
+/// `raw` must come from `remote_pair::<R>`, completed once.
+pub(crate) unsafe fn finish_remote<R>(raw: *const (), r: thread::Result<R>) {
+    // SAFETY: per the contract, this reclaims the leaked strong count.
+    let state = unsafe { Arc::from_raw(raw.cast::<Mutex<State<R>>>()) };
+    complete(&state, r);
+}
+
+/// Records a fiber's result and wakes whoever joins it.
+fn complete<R>(state: &Mutex<State<R>>, r: thread::Result<R>) {
+    let joiner = {
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        s.result = Some(r);
+        std::mem::replace(&mut s.joiner, Joiner::None)
+    };
+    match joiner {
+        Joiner::None => {}
+        Joiner::Thread(t) => t.unpark(),
+        Joiner::Fiber { runtime, worker, fiber } => {
+            let w = context::current().expect("fiber finished outside its runtime");
+            debug_assert_eq!(w.shared.id, runtime);
+            if w.index == worker {
+                w.make_ready(fiber);
+            } else {
+                w.send_plain(worker, move || {
+                    context::current().expect("runtime message outside a worker").make_ready(fiber);
+                });
+            }
+        }
     }
 }
 

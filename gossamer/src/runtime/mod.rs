@@ -3,7 +3,7 @@
 mod builder;
 pub(crate) mod context;
 mod fence;
-mod join;
+pub(crate) mod join;
 pub(crate) mod park;
 mod pool;
 pub(crate) mod region;
@@ -187,6 +187,16 @@ impl Runtime {
         let r = self.shared.trustee_range();
         let k = r.start + self.shared.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
         self.trustee(k).entrust(value)
+    }
+
+    pub(crate) fn shared(&self) -> Arc<Shared> {
+        self.shared.clone()
+    }
+
+    /// Leaves a program that another process is stopping: joins this
+    /// process's workers without waiting for quiescence.
+    pub(crate) fn leave(mut self) {
+        self.stop_now();
     }
 
     /// Shuts down now, reporting whether everything finished in time.

@@ -50,10 +50,23 @@ struct Parts {
     req_overflow: usize,
     resp_primary: usize,
     resp_overflow: usize,
+    /// Per (client, trustee) pair and direction, an area for payloads too
+    /// large for a slot (programs of several processes only).
+    bulk: usize,
+    bulk_bytes: usize,
     len: usize,
 }
 
-fn parts(n: usize) -> Parts {
+/// Bulk area size per pair and direction for a program of `n` threads:
+/// 1 GiB of (sparse) address space over all areas, at most 16 MiB each.
+pub(crate) fn bulk_bytes_for(n: usize) -> usize {
+    if let Some(b) = std::env::var("GOSSAMER_BULK_BYTES").ok().and_then(|v| v.parse::<usize>().ok()) {
+        return b.next_multiple_of(4096);
+    }
+    ((1usize << 30) / (2 * n * n)).clamp(2 << 20, 16 << 20).next_multiple_of(4096)
+}
+
+fn parts(n: usize, bulk_bytes: usize) -> Parts {
     let h = std::mem::size_of::<Header>().next_multiple_of(4096);
     let d = n * std::mem::size_of::<Doorbell>();
     let pairs = n * n;
@@ -64,8 +77,9 @@ fn parts(n: usize) -> Parts {
     let req_overflow = req_primary + p;
     let resp_primary = req_overflow + o;
     let resp_overflow = resp_primary + p;
-    let len = (resp_overflow + o).next_multiple_of(4096);
-    Parts { doorbells, req_primary, req_overflow, resp_primary, resp_overflow, len }
+    let bulk = (resp_overflow + o).next_multiple_of(4096);
+    let len = bulk + 2 * pairs * bulk_bytes;
+    Parts { doorbells, req_primary, req_overflow, resp_primary, resp_overflow, bulk, bulk_bytes, len }
 }
 
 enum Backing {
@@ -89,14 +103,15 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Bytes a region for `n` threads takes.
-    pub(crate) fn size_for(n: usize) -> usize {
-        parts(n).len
+    /// Bytes a region for `n` threads with `bulk_bytes` bulk areas takes.
+    pub(crate) fn size_for(n: usize, bulk_bytes: usize) -> usize {
+        parts(n, bulk_bytes).len
     }
 
-    /// A zeroed region in this process's heap.
+    /// A zeroed region in this process's heap (no bulk areas: within a
+    /// process large values move by pointer).
     pub(crate) fn private(n: usize) -> Region {
-        let parts = parts(n);
+        let parts = parts(n, 0);
         let layout = Layout::from_size_align(parts.len, 4096).expect("region layout");
         // SAFETY: the layout has a nonzero size.
         let base = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
@@ -113,8 +128,8 @@ impl Region {
     /// first created, that stays mapped until the region is dropped (which
     /// unmaps it), and that every process of the program maps the same way.
     #[cfg_attr(miri, allow(dead_code))]
-    pub(crate) unsafe fn from_mapping(base: NonNull<u8>, n: usize, first: bool) -> Region {
-        let r = Region { base, n, parts: parts(n), backing: Backing::Mapped };
+    pub(crate) unsafe fn from_mapping(base: NonNull<u8>, n: usize, bulk_bytes: usize, first: bool) -> Region {
+        let r = Region { base, n, parts: parts(n, bulk_bytes), backing: Backing::Mapped };
         if first {
             r.init();
         }
@@ -143,6 +158,21 @@ impl Region {
         // SAFETY: in range, aligned (offsets are multiples of 128) and
         // zero-initialised; all fields are atomics.
         unsafe { &*self.base.as_ptr().add(self.parts.doorbells).cast::<Doorbell>().add(t) }
+    }
+
+    /// Size of each bulk area (0 in a one-process region).
+    pub(crate) fn bulk_bytes(&self) -> usize {
+        self.parts.bulk_bytes
+    }
+
+    /// The bulk area `client` writes large requests for `trustee` into
+    /// (`response == false`), or `trustee` large responses for `client`.
+    /// Owned like the matching slot: by its writer until published.
+    pub(crate) fn bulk(&self, client: usize, trustee: usize, response: bool) -> *mut u8 {
+        assert!(self.parts.bulk_bytes > 0 && client < self.n && trustee < self.n);
+        let i = (response as usize * self.n + client) * self.n + trustee;
+        // SAFETY: `i < 2 * n * n`, so the area lies inside the region.
+        unsafe { self.base.as_ptr().add(self.parts.bulk + i * self.parts.bulk_bytes) }
     }
 
     /// A view of the slot matrix in this region.

@@ -51,11 +51,6 @@ impl Placement {
     pub(crate) fn local(&self) -> Range<usize> {
         self.ranks[self.rank].clone()
     }
-
-    /// The rank that runs global thread `t`.
-    pub(crate) fn rank_of(&self, t: usize) -> usize {
-        self.ranks.iter().position(|r| r.contains(&t)).expect("thread id out of range")
-    }
 }
 
 /// Per local worker: what threads outside the runtime use to reach it.

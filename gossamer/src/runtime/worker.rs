@@ -16,6 +16,8 @@ use crate::channel::record::{
     dispatch, encode_request, record_words, request_words, take_response, take_value, value_words, Responder, Shim,
     FALLBACK_WORDS,
 };
+use crate::channel::record::{dispatch_remote, Far, MAX_INLINE_TAIL, TAIL_IN_BULK};
+use crate::channel::remote::{self, code_header, code_offset, CODE_CACHE};
 use crate::channel::slot::Word;
 use crate::channel::word_queue::WordQueue;
 use crate::fiber::{self, Fiber, StackPool};
@@ -39,6 +41,10 @@ pub(crate) struct Lane {
     pub(crate) thens: WordQueue,
     in_flight: u32,
     flag: u32,
+    /// To another process: the client's copy of the code cache.
+    code_cache: [i64; CODE_CACHE],
+    /// To another process: payloads waiting for the bulk area, in order.
+    big: VecDeque<Vec<u8>>,
 }
 
 /// The message of the panic raised by a blocking call where none may block.
@@ -67,6 +73,8 @@ pub(crate) struct Worker {
     pub(crate) lanes: Box<[RefCell<Lane>]>,
     /// Per client: the last request flag served (the trustee's side).
     served: Box<[Cell<u32>]>,
+    /// Per client in another process: the trustee's copy of the code cache.
+    codes: Box<[Cell<[i64; CODE_CACHE]>]>,
     pool: RefCell<StackPool>,
     properties: RefCell<Vec<*mut Header>>,
     pub(crate) cleaning: Cell<bool>,
@@ -92,12 +100,12 @@ impl Drop for DelegatedGuard<'_> {
 unsafe fn thread_shim<F: FnOnce()>(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     // SAFETY: `env` holds the `F` that `Worker::send` encoded with this shim.
     let f: F = unsafe { take_value(env as *const Word) };
-    out.put::<()>(catch_unwind(AssertUnwindSafe(f)));
+    out.put_any::<()>(catch_unwind(AssertUnwindSafe(f)));
 }
 
-unsafe fn complete_ignore(w: &Worker, _lane: usize, _data: *const (), rec: *const Word) {
+unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
     // SAFETY: messages sent by `Worker::send` answer `()`.
-    if let Err(p) = unsafe { take_response::<()>(rec) } {
+    if let Err(p) = unsafe { w.take_result::<()>(lane, rec) } {
         w.report_panic("runtime message", p);
     }
 }
@@ -115,6 +123,7 @@ impl Worker {
             delegated: Cell::new(false),
             lanes: (0..n).map(|_| RefCell::new(Lane::default())).collect(),
             served: (0..n).map(|_| Cell::new(0)).collect(),
+            codes: (0..n).map(|_| Cell::new([0; CODE_CACHE])).collect(),
             pool: RefCell::new(pool),
             properties: RefCell::new(Vec::new()),
             cleaning: Cell::new(false),
@@ -228,10 +237,82 @@ impl Worker {
     #[inline]
     pub(crate) fn enqueue<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion) {
         debug_assert_ne!(t, self.index, "requests to oneself take the local shortcut");
+        if !self.shared.is_local(t) {
+            return self.enqueue_remote(t, shim, prop, f, None, c);
+        }
         let mut lane = self.lanes[t].borrow_mut();
         let dst = lane.pending.alloc(request_words::<F>());
         // SAFETY: `alloc` returned room for the whole record.
         unsafe { encode_request(dst, shim, prop, f) };
+        lane.completions.push_back(c);
+    }
+
+    /// Queues a request for trustee `t` in another process: code named by
+    /// offset (or cache index), the closure's bytes, and an optional tail of
+    /// serialized bytes (inline, or later copied to the bulk area).
+    pub(crate) fn enqueue_remote<F>(
+        &self,
+        t: usize,
+        shim: Shim,
+        prop: *mut u8,
+        f: F,
+        tail: Option<&[u8]>,
+        c: Completion,
+    ) {
+        assert!(
+            crate::channel::record::inline_ok::<F>(),
+            "gossamer: a closure capturing {} bytes cannot be sent to another process (at most {}); pass the data \
+             through apply_with",
+            std::mem::size_of::<F>(),
+            crate::channel::record::MAX_INLINE
+        );
+        let bulk_bytes = self.shared.region.bulk_bytes();
+        let mut lane = self.lanes[t].borrow_mut();
+        let (code_flags, full) = code_header(&mut lane.code_cache, code_offset(shim));
+        let env_words = value_words::<F>();
+        let (tail_words, in_bulk) = match tail {
+            None => (0, false),
+            Some(b) if b.len() <= MAX_INLINE_TAIL => (1 + remote::byte_words(b.len()), false),
+            Some(b) => {
+                assert!(
+                    b.len() <= bulk_bytes,
+                    "gossamer: an argument of {} bytes exceeds the bulk area of {bulk_bytes} bytes between two threads \
+                     (set GOSSAMER_BULK_BYTES higher)",
+                    b.len()
+                );
+                (2, true)
+            }
+        };
+        let words = 1 + full as usize + 1 + env_words + tail_words;
+        let flags = code_flags | if in_bulk { remote::FLAG_BULK_TAIL } else { 0 };
+        let dst = lane.pending.alloc(words);
+        // SAFETY: `alloc` returned `words` words, filled in order here.
+        unsafe {
+            *dst = remote::word(words as u64 | flags);
+            let mut at = 1;
+            if full {
+                *dst.add(at) = remote::word(code_offset(shim) as u64);
+                at += 1;
+            }
+            *dst.add(at) = remote::word(prop.expose_provenance() as u64);
+            at += 1;
+            crate::channel::record::put_value(dst.add(at), f);
+            at += env_words;
+            match tail {
+                None => {}
+                Some(b) if !in_bulk => {
+                    *dst.add(at) = remote::word(b.len() as u64);
+                    remote::put_bytes(dst.add(at + 1), b);
+                }
+                Some(b) => {
+                    *dst.add(at) = remote::word(b.len() as u64 | TAIL_IN_BULK);
+                    *dst.add(at + 1) = remote::word(0); // the offset, set when flushed
+                }
+            }
+        }
+        if in_bulk {
+            lane.big.push_back(tail.map(<[u8]>::to_vec).unwrap_or_default());
+        }
         lane.completions.push_back(c);
     }
 
@@ -247,6 +328,28 @@ impl Worker {
         let dst = lane.thens.alloc(words);
         // SAFETY: room for `words` words.
         unsafe { crate::channel::record::put_value(dst, g) };
+    }
+
+    /// Takes the result in the response at `rec` on lane `t`, from this
+    /// process (moved) or another (deserialized).
+    ///
+    /// # Safety
+    /// `rec` must be the response to a request whose result type is `U`.
+    #[inline]
+    pub(crate) unsafe fn take_result<U: serde::de::DeserializeOwned>(
+        &self,
+        t: usize,
+        rec: *const Word,
+    ) -> std::thread::Result<U> {
+        // SAFETY: per the contract; a remote response's bulk payload lies in
+        // the pair's response area, unchanged until our next batch.
+        unsafe {
+            if crate::channel::record::is_remote_response(rec) {
+                crate::channel::record::take_remote_response::<U>(rec, self.shared.region.bulk(self.index, t, true))
+            } else {
+                take_response::<U>(rec)
+            }
+        }
     }
 
     /// Takes the oldest stored `then` callback of lane `t`.
@@ -268,8 +371,20 @@ impl Worker {
         g
     }
 
-    /// Runs `f` on worker `t`'s thread, asynchronously (at once if `t` is us).
+    /// Runs `f` on thread `t` of any process, asynchronously (at once if
+    /// `t` is us). `f` is plain data, so it can cross processes.
+    pub(crate) fn send_plain<F: FnOnce() + Send + Copy + 'static>(&self, t: usize, f: F) {
+        self.send_any(t, f)
+    }
+
+    /// Runs `f` on worker `t`'s thread of this process, asynchronously (at
+    /// once if `t` is us).
     pub(crate) fn send<F: FnOnce() + Send + 'static>(&self, t: usize, f: F) {
+        assert!(self.shared.is_local(t), "gossamer: internal message with owned data to another process");
+        self.send_any(t, f)
+    }
+
+    fn send_any<F: FnOnce() + Send + 'static>(&self, t: usize, f: F) {
         if t == self.index {
             let _g = self.enter_delegated();
             if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
@@ -292,15 +407,40 @@ impl Worker {
             return false;
         }
         let slot = self.shared.matrix.request(self.index, t);
+        let far = !self.shared.is_local(t);
+        let (bulk, bulk_bytes) = if far {
+            (self.shared.region.bulk(self.index, t, false), self.shared.region.bulk_bytes())
+        } else {
+            (ptr::null_mut(), 0)
+        };
+        let mut bulk_used = 0usize;
         // SAFETY: we are the slot's only writer, and `in_flight == 0` means the
-        // trustee answered our last batch, so it no longer reads the slot.
+        // trustee answered our last batch, so it no longer reads the slot or
+        // the pair's request bulk area.
         let count = unsafe {
             slot.write(0, |w| {
                 while let Some(rec) = lane.pending.front() {
                     let words = record_words(rec);
+                    let hdr = (*rec).assume_init();
+                    let big_len = if far && hdr & remote::FLAG_BULK_TAIL != 0 {
+                        let len = ((*rec.add(words - 2)).assume_init() & !TAIL_IN_BULK) as usize;
+                        if bulk_used + len > bulk_bytes {
+                            break; // the next batch
+                        }
+                        Some(len)
+                    } else {
+                        None
+                    };
                     let Some(dst) = w.reserve(words, 0) else { break };
                     // SAFETY: `rec` holds `words` words; `dst` has room for them.
                     ptr::copy_nonoverlapping(rec, dst, words);
+                    if let Some(len) = big_len {
+                        let bytes = lane.big.pop_front().expect("gossamer: bulk payload missing");
+                        debug_assert_eq!(bytes.len(), len);
+                        ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
+                        *dst.add(words - 1) = remote::word(bulk_used as u64);
+                        bulk_used = (bulk_used + len).next_multiple_of(8);
+                    }
                     lane.pending.pop(words);
                 }
                 w.count()
@@ -371,20 +511,45 @@ impl Worker {
             }
             let resp = self.shared.matrix.response(c, me);
             let g = self.enter_delegated();
-            // SAFETY: the flag change means client `c` published a complete
-            // batch and waits for our answer before touching either slot;
-            // each request is dispatched exactly once.
-            unsafe {
-                req.read(|r| {
-                    let count = r.count() as usize;
-                    resp.write(FALLBACK_WORDS, |w| {
-                        let mut out = Responder::new(w, count);
-                        while let Some(rec) = r.next(record_words) {
-                            dispatch(rec, &mut out);
-                        }
+            if self.shared.is_local(c) {
+                // SAFETY: the flag change means client `c` published a
+                // complete batch and waits for our answer before touching
+                // either slot; each request is dispatched exactly once.
+                unsafe {
+                    req.read(|r| {
+                        let count = r.count() as usize;
+                        resp.write(FALLBACK_WORDS, |w| {
+                            let mut out = Responder::new(w, count);
+                            while let Some(rec) = r.next(record_words) {
+                                dispatch(rec, &mut out);
+                            }
+                        })
                     })
-                })
-            };
+                };
+            } else {
+                let region = &self.shared.region;
+                let far = Far {
+                    client: c,
+                    req_bulk: region.bulk(c, me, false),
+                    resp_bulk: region.bulk(c, me, true),
+                    bulk_bytes: region.bulk_bytes(),
+                };
+                let mut cache = self.codes[c].get();
+                // SAFETY: as above, and the pair's bulk areas follow the
+                // same ownership as its slots.
+                unsafe {
+                    req.read(|r| {
+                        let count = r.count() as usize;
+                        resp.write(FALLBACK_WORDS, |w| {
+                            let mut out = Responder::far(w, count, far);
+                            while let Some(rec) = r.next(record_words) {
+                                dispatch_remote(rec, &mut out, &mut cache);
+                            }
+                        })
+                    })
+                };
+                self.codes[c].set(cache);
+            }
             drop(g);
             resp.publish(flag);
             self.served[c].set(flag);

@@ -4,7 +4,7 @@
 pub(crate) mod delegable;
 mod latch;
 pub(crate) mod property;
-mod trustee;
+pub(crate) mod trustee;
 mod wire;
 
 use std::any::Any;
@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
-use crate::channel::record::{take_response, take_value, Responder};
+use crate::channel::record::{take_value, Responder};
 use crate::channel::slot::Word;
 use crate::error::Panicked;
 use crate::fiber;
@@ -60,6 +60,7 @@ unsafe impl<T: Send> Send for Trust<T> {}
 unsafe impl<T: Send> Sync for Trust<T> {}
 
 /// A value moved across threads on the runtime's behalf.
+#[derive(Clone, Copy)]
 pub(crate) struct SendPtr<P>(pub(crate) P);
 // SAFETY: only used for pointers whose targets the runtime hands over
 // between threads under its own protocol (properties, waiting fibers).
@@ -126,10 +127,10 @@ impl<U> Waiter<U> {
     }
 }
 
-unsafe fn complete_wake<U>(w: &Worker, _lane: usize, data: *const (), rec: *const Word) {
+unsafe fn complete_wake<U: Transferable>(w: &Worker, lane: usize, data: *const (), rec: *const Word) {
     // SAFETY: `data` is the `Waiter<U>` on the stack of a fiber suspended
     // until this completion; the response holds a `U`.
-    unsafe { Waiter::<U>::complete(w, data, take_response::<U>(rec)) }
+    unsafe { Waiter::<U>::complete(w, data, w.take_result::<U>(lane, rec)) }
 }
 
 /// How a `then` callback takes its result.
@@ -158,23 +159,51 @@ impl<U, G: FnOnce(Result<U, Panicked>)> ThenKind<U, G> for TryThen {
     }
 }
 
-unsafe fn complete_then<U, G, K: ThenKind<U, G>>(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
+unsafe fn complete_then<U: Transferable, G, K: ThenKind<U, G>>(
+    w: &Worker,
+    lane: usize,
+    _data: *const (),
+    rec: *const Word,
+) {
     // SAFETY: `then_impl` stored a `G` for this request, in order, and the
     // response holds a `U`.
-    let (g, r) = unsafe { (w.take_then::<G>(lane), take_response::<U>(rec)) };
+    let (g, r) = unsafe { (w.take_then::<G>(lane), w.take_result::<U>(lane, rec)) };
     if let Some((what, p)) = K::run(g, r) {
         w.report_panic(what, p);
     }
 }
 
 /// Runs closure `F` on the property `T` at `prop` (on the trustee).
-unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
+    prop: *mut u8,
+    env: *mut u8,
+    out: &mut Responder<'_>,
+) {
     // SAFETY: the request was encoded with this shim for an `F`, and `prop`
     // is a live `PropertyCell<T>` whose trustee is this thread: the closure
     // gets exclusive access.
     let f: F = unsafe { take_value(env as *const Word) };
     let cell = prop.cast::<PropertyCell<T>>();
-    out.put(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }))));
+    out.put_any(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }))));
+}
+
+/// Runs closure `F` with an argument `V` that came serialized from another
+/// process (see `apply_with`).
+unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferable>(
+    prop: *mut u8,
+    env: *mut u8,
+    out: &mut Responder<'_>,
+) {
+    // SAFETY: encoded by `apply_with` for these types: `F`'s bytes, then
+    // the tail with `V` serialized; `prop` is a live `PropertyCell<T>` of
+    // this trustee.
+    let (f, v): (F, V) = unsafe {
+        let f = take_value::<F>(env as *const Word);
+        let tail = (env as *const Word).add(crate::channel::record::value_words::<F>());
+        (f, crate::channel::remote::deserialize(crate::channel::record::tail_bytes(tail, out)))
+    };
+    let cell = prop.cast::<PropertyCell<T>>();
+    out.put_remote(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }, v))));
 }
 
 impl<T: Send + 'static> Trust<T> {
@@ -245,7 +274,7 @@ impl<T: Send + 'static> Trust<T> {
     pub(crate) fn apply_unchecked<F, U>(&self, f: F) -> U
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        U: Transferable,
     {
         match self.ctx() {
             Ctx::Worker(w) => {
@@ -271,8 +300,12 @@ impl<T: Send + 'static> Trust<T> {
     fn apply_outside<F, U>(&self, s: &Shared, f: F) -> U
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        U: Transferable,
     {
+        assert!(
+            s.is_local(self.trustee as usize),
+            "gossamer: a thread outside the runtime cannot delegate to a trustee in another process; spawn a fiber"
+        );
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let cell = SendPtr(self.cell);
         s.inject(
@@ -325,7 +358,7 @@ impl<T: Send + 'static> Trust<T> {
     fn then_impl<F, U, G, K>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        U: Transferable,
         G: 'static,
         K: ThenKind<U, G>,
     {
@@ -384,7 +417,25 @@ impl<T: Send + 'static> Trust<T> {
         V: Transferable,
         U: Transferable,
     {
-        self.apply_unchecked(move |t| f(t, w))
+        match context::current() {
+            Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {
+                cw.check_may_block();
+                let wait = Waiter::new(cw.current_fiber());
+                let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
+                crate::channel::remote::with_serialized(&w, |bytes| {
+                    cw.enqueue_remote(
+                        self.trustee as usize,
+                        with_shim::<T, F, V, U>,
+                        self.cell.as_ptr().cast(),
+                        f,
+                        Some(bytes),
+                        c,
+                    )
+                });
+                wait.wait()
+            }
+            _ => self.apply_unchecked(move |t| f(t, w)),
+        }
     }
 
     /// The non-blocking form of [`apply_with`](Trust::apply_with).
@@ -397,7 +448,17 @@ impl<T: Send + 'static> Trust<T> {
         U: Transferable,
         G: FnOnce(U) + 'static,
     {
-        self.then_impl::<_, U, G, PlainThen>(move |t| f(t, w), then)
+        match context::current() {
+            Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {
+                let t = self.trustee as usize;
+                cw.store_then(t, then);
+                let c = Completion { run: complete_then::<U, G, PlainThen>, data: std::ptr::null() };
+                crate::channel::remote::with_serialized(&w, |bytes| {
+                    cw.enqueue_remote(t, with_shim::<T, F, V, U>, self.cell.as_ptr().cast(), f, Some(bytes), c)
+                });
+            }
+            _ => self.then_impl::<_, U, G, PlainThen>(move |t| f(t, w), then),
+        }
     }
 
     /// Toggles `id` in the property's id set, from wherever we are.
@@ -411,7 +472,7 @@ impl<T: Send + 'static> Trust<T> {
                     // from the value a running closure may hold.
                     unsafe { property::toggle(w, cell.0, id) };
                 } else {
-                    w.send(t, move || {
+                    w.send_plain(t, move || {
                         let cell = cell;
                         let w = context::current().expect("runtime message outside a worker");
                         // SAFETY: runs on the trustee thread.
@@ -464,7 +525,7 @@ fn drop_trust(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
                 // SAFETY: on the trustee thread.
                 unsafe { property::toggle(w, cell.0, id) };
             } else {
-                w.send(t, move || {
+                w.send_plain(t, move || {
                     let cell = cell;
                     if let Some(w) = context::current() {
                         // SAFETY: runs on the trustee thread.

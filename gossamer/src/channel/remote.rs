@@ -1,0 +1,190 @@
+//! What changes when a request crosses into another process of the same
+//! program (same binary, different load address):
+//!
+//! * **Code** is named by its offset from an anchor function of this crate,
+//!   not by its address, so it stays valid under ASLR/PIE. A small
+//!   direct-mapped cache per (client, trustee) pair, kept in step on both
+//!   sides because both walk the requests in the same order, lets repeated
+//!   closures send a 3-bit index inside the header instead of the offset
+//!   word.
+//! * **Values** that own memory (results, `apply_with` arguments) are
+//!   serialized (postcard) instead of moved; those too large for the slot go
+//!   to the pair's bulk area, and the record carries their offset.
+//! * **Panics** travel as their message.
+
+use std::cell::RefCell;
+use std::mem::MaybeUninit;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::record::Shim;
+use super::slot::Word;
+
+/// Entries in the per-pair code cache.
+pub(crate) const CODE_CACHE: usize = 8;
+
+/// Header flag: the record names its code by offset (next word).
+pub(crate) const FLAG_CODE_OFFSET: u64 = 1 << 32;
+/// Header flag: the record names its code by cache index (no code word).
+pub(crate) const FLAG_CODE_CACHED: u64 = 1 << 33;
+/// Header flag: install the offset in the code cache at the index.
+pub(crate) const FLAG_CODE_INSTALL: u64 = 1 << 34;
+/// Header flag: the record's last two words describe a bulk payload.
+pub(crate) const FLAG_BULK_TAIL: u64 = 1 << 35;
+const INDEX_SHIFT: u32 = 40;
+
+/// The anchor code offsets are measured from.
+#[inline(never)]
+fn anchor() {}
+
+/// The offset of `shim` from the anchor: the same in every process running
+/// this binary, whatever its load address.
+#[inline]
+pub(crate) fn code_offset(shim: Shim) -> i64 {
+    (shim as usize as i64).wrapping_sub(anchor as fn() as usize as i64)
+}
+
+/// The shim at `offset` from this process's anchor.
+///
+/// # Safety
+/// `offset` must come from `code_offset` in a process running this binary.
+#[inline]
+pub(crate) unsafe fn code_at(offset: i64) -> Shim {
+    let addr = (anchor as fn() as usize as i64).wrapping_add(offset) as usize;
+    // SAFETY: the same binary has a `Shim` at this offset from the anchor.
+    unsafe { std::mem::transmute::<*const (), Shim>(std::ptr::with_exposed_provenance::<()>(addr)) }
+}
+
+/// The cache slot for a code offset.
+#[inline]
+pub(crate) fn cache_index(offset: i64) -> usize {
+    ((offset as u64 >> 4) as usize) % CODE_CACHE
+}
+
+/// Header bits naming code through the cache, and whether the record
+/// still needs the offset word. Updates the client's copy of the cache.
+#[inline]
+pub(crate) fn code_header(cache: &mut [i64; CODE_CACHE], offset: i64) -> (u64, bool) {
+    let i = cache_index(offset);
+    if cache[i] == offset {
+        (FLAG_CODE_CACHED | ((i as u64) << INDEX_SHIFT), false)
+    } else {
+        cache[i] = offset;
+        (FLAG_CODE_OFFSET | FLAG_CODE_INSTALL | ((i as u64) << INDEX_SHIFT), true)
+    }
+}
+
+/// The trustee's side: the shim a remote record names, and where its
+/// property word is. Updates the trustee's copy of the cache.
+///
+/// # Safety
+/// `rec` must be a remote request record from this binary.
+#[inline]
+pub(crate) unsafe fn decode_code(rec: *const Word, cache: &mut [i64; CODE_CACHE]) -> (Shim, usize) {
+    // SAFETY: records start with an initialised header word.
+    let hdr = unsafe { (*rec).assume_init() };
+    let i = ((hdr >> INDEX_SHIFT) & 0xff) as usize % CODE_CACHE;
+    if hdr & FLAG_CODE_CACHED != 0 {
+        // SAFETY: the client only sends an index it installed earlier on
+        // this pair, and we processed that install in order.
+        (unsafe { code_at(cache[i]) }, 1)
+    } else {
+        // SAFETY: the offset word follows the header.
+        let off = unsafe { (*rec.add(1)).assume_init() } as i64;
+        if hdr & FLAG_CODE_INSTALL != 0 {
+            cache[i] = off;
+        }
+        // SAFETY: as for `code_at`.
+        (unsafe { code_at(off) }, 2)
+    }
+}
+
+thread_local! {
+    /// Reused buffer for serializing values (no allocation once warm).
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Serializes `v` into the thread's scratch buffer and runs `f` on the bytes.
+pub(crate) fn with_serialized<V: Serialize + ?Sized, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> R {
+    SCRATCH.with(|s| {
+        let mut buf = s.take();
+        buf.clear();
+        let buf = postcard::to_extend(v, buf).unwrap_or_else(|e| panic!("gossamer: cannot serialize a value: {e}"));
+        let r = f(&buf);
+        s.replace(buf);
+        r
+    })
+}
+
+/// Deserializes a value written by `with_serialized`.
+pub(crate) fn deserialize<V: DeserializeOwned>(bytes: &[u8]) -> V {
+    postcard::from_bytes(bytes).unwrap_or_else(|e| panic!("gossamer: malformed value from another process: {e}"))
+}
+
+/// Words needed for `len` bytes.
+#[inline]
+pub(crate) fn byte_words(len: usize) -> usize {
+    len.div_ceil(8)
+}
+
+/// Copies `bytes` into words at `dst`.
+///
+/// # Safety
+/// `dst` must have room for `byte_words(bytes.len())` words.
+#[inline]
+pub(crate) unsafe fn put_bytes(dst: *mut Word, bytes: &[u8]) {
+    // SAFETY: room per the contract; bytes may be copied into MaybeUninit words.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.cast::<u8>(), bytes.len()) }
+}
+
+/// The `len` bytes at `src`.
+///
+/// # Safety
+/// `src` must hold `len` initialised bytes that live for `'a`.
+#[inline]
+pub(crate) unsafe fn bytes_at<'a>(src: *const Word, len: usize) -> &'a [u8] {
+    // SAFETY: per the contract.
+    unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) }
+}
+
+/// A word holding `v`.
+#[inline]
+pub(crate) fn word(v: u64) -> Word {
+    MaybeUninit::new(v)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_offsets_round_trip_and_the_cache_stays_in_step() {
+        unsafe fn a(_: *mut u8, _: *mut u8, _: &mut super::super::record::Responder<'_>) {}
+        unsafe fn b(_: *mut u8, _: *mut u8, _: &mut super::super::record::Responder<'_>) {}
+        let (oa, ob) = (code_offset(a), code_offset(b));
+        // SAFETY: offsets from this binary.
+        unsafe {
+            assert_eq!(code_at(oa) as usize, a as usize);
+            assert_eq!(code_at(ob) as usize, b as usize);
+        }
+        let mut client = [0i64; CODE_CACHE];
+        let mut trustee = [0i64; CODE_CACHE];
+        for &off in &[oa, ob, oa, oa, ob, oa] {
+            let (flags, full) = code_header(&mut client, off);
+            let rec = [word(3 | flags), word(off as u64), word(0)];
+            // SAFETY: a well-formed remote record.
+            let (shim, skip) = unsafe { decode_code(rec.as_ptr(), &mut trustee) };
+            assert_eq!(skip, if full { 2 } else { 1 });
+            // SAFETY: as above.
+            assert_eq!(shim as usize, unsafe { code_at(off) } as usize);
+        }
+    }
+
+    #[test]
+    fn serialized_values_round_trip() {
+        let v = (7u32, String::from("x"), vec![1u8, 2, 3]);
+        let back: (u32, String, Vec<u8>) = with_serialized(&v, |b| deserialize(b));
+        assert_eq!(back, v);
+    }
+}

@@ -1,0 +1,74 @@
+//! The control channel between the processes of a program: framed,
+//! serialized messages over Unix stream sockets, with rank 0 listening.
+//! Used only to start up, to shut down and to notice a process's death.
+
+use std::io::{self, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest control message accepted.
+const MAX_MESSAGE: usize = 1 << 20;
+
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub(crate) enum Msg {
+    /// A process introduces itself to rank 0.
+    Hello { rank: u32, size: u32, pid: u32, exe_hash: u64, threads: u32 },
+    /// Rank 0 refuses the program (mismatched binaries, bad sizes).
+    Refuse { reason: String },
+    /// Rank 0 describes the program: the shared region and thread ranges.
+    Welcome { shm_name: String, bulk_bytes: u64, ranks: Vec<(u32, u32)> },
+    /// A process has mapped the region and started its workers.
+    Ready,
+    /// A process has stopped its workers and is about to exit cleanly.
+    Bye,
+}
+
+pub(crate) fn send(s: &mut UnixStream, m: &Msg) -> io::Result<()> {
+    let body = postcard::to_stdvec(m).map_err(io::Error::other)?;
+    s.write_all(&(body.len() as u32).to_le_bytes())?;
+    s.write_all(&body)
+}
+
+pub(crate) fn recv(s: &mut UnixStream) -> io::Result<Msg> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_MESSAGE {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control message of {len} bytes")));
+    }
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body)?;
+    decode(&body)
+}
+
+/// Decodes one message body (a separate function so it can be fuzzed).
+pub(crate) fn decode(body: &[u8]) -> io::Result<Msg> {
+    postcard::from_bytes(body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+pub(crate) fn recv_timeout(s: &mut UnixStream, t: Duration) -> io::Result<Msg> {
+    s.set_read_timeout(Some(t))?;
+    let r = recv(s);
+    s.set_read_timeout(None)?;
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_and_garbage_is_an_error() {
+        let (mut a, mut b) = UnixStream::pair().unwrap();
+        let m = Msg::Welcome { shm_name: "/x".into(), bulk_bytes: 4096, ranks: vec![(0, 2), (2, 4)] };
+        send(&mut a, &m).unwrap();
+        assert_eq!(recv(&mut b).unwrap(), m);
+        for garbage in [&[0xffu8, 0xff, 0xff][..], &[9], &[]] {
+            assert!(decode(garbage).is_err());
+        }
+        a.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        assert!(recv(&mut b).is_err());
+    }
+}

@@ -1,0 +1,131 @@
+//! Who we are in the program, and starting the other processes.
+//!
+//! A process learns its rank and the program's size, in order, from
+//! `GOSSAMER_RANK`/`GOSSAMER_SIZE` (set by the embedded launcher, or by any
+//! launcher of your own), from Slurm (`SLURM_PROCID`/`SLURM_NTASKS`), or
+//! from Open MPI (`OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`); the latter
+//! two need `GOSSAMER_RENDEZVOUS`, the path of rank 0's control socket. A
+//! process started with none of these is rank 0 of a program whose size is
+//! `GOSSAMER_PROCESSES` or the `--gossamer-processes N` argument (default 1),
+//! and it starts the other ranks itself by running its own executable
+//! again, with the same arguments.
+
+use std::path::PathBuf;
+use std::process::{Child, Command};
+
+use super::RackError;
+
+/// This process's place in the program.
+#[derive(Debug, Clone)]
+pub(crate) struct Role {
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) rendezvous: PathBuf,
+    /// Rank 0 starts the others.
+    pub(crate) embedded: bool,
+}
+
+fn env_usize(name: &str) -> Result<Option<usize>, RackError> {
+    match std::env::var(name) {
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| RackError::Config(format!("{name}={v:?} is not a number"))),
+        Err(_) => Ok(None),
+    }
+}
+
+fn processes_arg() -> Result<Option<usize>, RackError> {
+    let args: Vec<String> = std::env::args().collect();
+    for (i, a) in args.iter().enumerate() {
+        let v = if let Some(v) = a.strip_prefix("--gossamer-processes=") {
+            Some(v.to_string())
+        } else if a == "--gossamer-processes" {
+            args.get(i + 1).cloned()
+        } else {
+            None
+        };
+        if let Some(v) = v {
+            return v
+                .parse()
+                .map(Some)
+                .map_err(|_| RackError::Config(format!("--gossamer-processes {v:?} is not a number")));
+        }
+    }
+    Ok(None)
+}
+
+pub(crate) fn detect() -> Result<Role, RackError> {
+    let rendezvous = std::env::var_os("GOSSAMER_RENDEZVOUS").map(PathBuf::from);
+    let external = [
+        ("GOSSAMER_RANK", "GOSSAMER_SIZE"),
+        ("SLURM_PROCID", "SLURM_NTASKS"),
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+    ];
+    for (r, s) in external {
+        if let (Some(rank), Some(size)) = (env_usize(r)?, env_usize(s)?) {
+            if size == 0 || rank >= size {
+                return Err(RackError::Config(format!("{r}={rank} does not fit {s}={size}")));
+            }
+            let rendezvous = match rendezvous {
+                Some(p) => p,
+                None if size == 1 => PathBuf::new(),
+                None => return Err(RackError::Config(format!("{r}/{s} are set but GOSSAMER_RENDEZVOUS is not"))),
+            };
+            return Ok(Role { rank, size, rendezvous, embedded: false });
+        }
+    }
+    let size = match env_usize("GOSSAMER_PROCESSES")? {
+        Some(n) => n,
+        None => processes_arg()?.unwrap_or(1),
+    };
+    if size == 0 {
+        return Err(RackError::Config("the process count must be at least 1".into()));
+    }
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let rendezvous = rendezvous
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("gossamer-{}-{nonce:08x}.sock", std::process::id())));
+    Ok(Role { rank: 0, size, rendezvous, embedded: size > 1 })
+}
+
+/// Starts ranks 1.. as copies of this executable. Each child is killed by
+/// the kernel if this process dies (`PR_SET_PDEATHSIG`).
+pub(crate) fn spawn_children(role: &Role) -> Result<Vec<Child>, RackError> {
+    let exe = std::env::current_exe().map_err(|e| RackError::Launch(format!("cannot find our executable: {e}")))?;
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
+    let parent = std::process::id();
+    let mut children = Vec::with_capacity(role.size - 1);
+    for rank in 1..role.size {
+        let mut cmd = Command::new(&exe);
+        cmd.args(&args)
+            .env("GOSSAMER_RANK", rank.to_string())
+            .env("GOSSAMER_SIZE", role.size.to_string())
+            .env("GOSSAMER_RENDEZVOUS", &role.rendezvous)
+            .env_remove("GOSSAMER_PROCESSES");
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // The parent may have died before the prctl took effect.
+                    if libc::getppid() as u32 != parent {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+        }
+        match cmd.spawn() {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                for mut c in children {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                return Err(RackError::Launch(format!("cannot start rank {rank}: {e}")));
+            }
+        }
+    }
+    Ok(children)
+}

@@ -1,0 +1,149 @@
+//! Fibers and properties placed on any thread of any process: `spawn_with`
+//! and `entrust_on`. Within this process they take the local paths; to
+//! another process they travel as requests whose code is named by offset and
+//! whose data is serialized.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+
+use crate::channel::record::{tail_bytes, take_value, value_words, Responder};
+use crate::channel::remote::{deserialize, with_serialized};
+use crate::channel::slot::Word;
+use crate::runtime::context;
+use crate::runtime::worker::{Completion, Worker};
+use crate::runtime::JoinHandle;
+use crate::trust::property::{self, PropertyCell};
+use crate::trust::{Delegable, Transferable, Trust, TrusteeRef, Waiter};
+
+fn worker() -> &'static Worker {
+    context::current().expect("gossamer: this call must be made on a thread of the runtime")
+}
+
+unsafe fn complete_wake<U: Transferable>(w: &Worker, lane: usize, data: *const (), rec: *const Word) {
+    // SAFETY: `data` is the waiter of a fiber suspended until this response.
+    unsafe { Waiter::<U>::complete(w, data, w.take_result::<U>(lane, rec)) }
+}
+
+unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
+    // SAFETY: these requests answer `()`.
+    if let Err(p) = unsafe { w.take_result::<()>(lane, rec) } {
+        w.report_panic("remote runtime message", p);
+    }
+}
+
+/// Starts `f(arg)` as a fiber on thread `thread` of any process of the
+/// program, and returns a handle to its result.
+///
+/// `f` follows the capture rule of delegated closures (plain values only,
+/// see [`Delegable`]); everything else, trusts included, goes in `arg`,
+/// which is moved within a process and serialized to another. The result
+/// travels back the same way.
+///
+/// # Panics
+/// Outside the runtime's threads, or if there is no such thread.
+pub fn spawn_with<F, A, R>(thread: usize, f: F, arg: A) -> JoinHandle<R>
+where
+    F: FnOnce(A) -> R,
+    F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through the argument
+    A: Transferable,
+    R: Transferable,
+{
+    let w = worker();
+    assert!(thread < w.shared.n, "gossamer: no thread {thread} (the program has {})", w.shared.n);
+    if w.shared.is_local(thread) {
+        return crate::spawn_on(thread, move || f(arg));
+    }
+    let (handle, state) = crate::runtime::join::remote_pair::<R>();
+    with_serialized(&arg, |bytes| {
+        w.enqueue_remote(
+            thread,
+            spawn_shim::<F, A, R>,
+            state.cast_mut().cast(),
+            f,
+            Some(bytes),
+            Completion { run: complete_ignore, data: ptr::null() },
+        )
+    });
+    handle
+}
+
+/// On the target thread: starts the fiber; when it ends, sends the result
+/// back to the spawning thread.
+unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Transferable>(
+    state: *mut u8,
+    env: *mut u8,
+    out: &mut Responder<'_>,
+) {
+    let origin = out.remote().expect("remote spawn from a local client").client;
+    // SAFETY: encoded by `spawn_with` for these types.
+    let (f, arg): (F, A) = unsafe {
+        let f = take_value::<F>(env as *const Word);
+        let tail = (env as *const Word).add(value_words::<F>());
+        (f, deserialize(tail_bytes(tail, out)))
+    };
+    let state = crate::trust::SendPtr(state);
+    let body = move || {
+        let state = state;
+        let r = catch_unwind(AssertUnwindSafe(|| f(arg)));
+        let r: Result<R, String> = r.map_err(|p| crate::error::panic_message(&*p));
+        let w = worker();
+        with_serialized(&r, |bytes| {
+            w.enqueue_remote(
+                origin,
+                join_shim::<R>,
+                state.0,
+                (),
+                Some(bytes),
+                Completion { run: complete_ignore, data: ptr::null() },
+            )
+        });
+    };
+    worker().spawn_boxed(Box::new(body));
+    out.put_any::<()>(Ok(()));
+}
+
+/// Back on the spawning thread: completes the join handle.
+unsafe fn join_shim<R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+    // SAFETY: encoded by `spawn_shim`: an empty environment, then the result.
+    let r: Result<R, String> = unsafe { deserialize(tail_bytes(env as *const Word, out)) };
+    let r = r.map_err(|m| Box::new(m) as Box<dyn std::any::Any + Send>);
+    // SAFETY: `state` is the state `remote_pair` leaked for this fiber.
+    unsafe { crate::runtime::join::finish_remote::<R>(state.cast_const().cast(), r) };
+    out.put_any::<()>(Ok(()));
+}
+
+/// Entrusts `value` to thread `thread` of any process of the program and
+/// returns the first trust to it. To another process the value travels
+/// serialized, and this call waits for the trustee's answer (so it may not
+/// be made in delegated context); within this process it is
+/// [`TrusteeRef::entrust`].
+///
+/// # Panics
+/// Outside the runtime's threads, or if there is no such thread.
+pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
+    let w = worker();
+    assert!(thread < w.shared.n, "gossamer: no thread {thread} (the program has {})", w.shared.n);
+    if w.shared.is_local(thread) {
+        return TrusteeRef::new(thread, w.shared.id).entrust(value);
+    }
+    w.check_may_block();
+    let id = w.new_id();
+    let wait = Waiter::<u64>::new(w.current_fiber());
+    let c = Completion { run: complete_wake::<u64>, data: wait.as_data() };
+    with_serialized(&value, |bytes| w.enqueue_remote(thread, entrust_shim::<T>, ptr::null_mut(), id, Some(bytes), c));
+    let addr = wait.wait();
+    Trust::from_parts(ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr as usize), thread, w.shared.id, id)
+}
+
+/// On the trustee: makes the property and answers its address.
+unsafe fn entrust_shim<T: Transferable>(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+    // SAFETY: encoded by `entrust_on`: the id, then the value.
+    let (id, value): (u64, T) = unsafe {
+        let id = take_value::<u64>(env as *const Word);
+        (id, deserialize(tail_bytes((env as *const Word).add(1), out)))
+    };
+    let cell = PropertyCell::new_boxed(value, id);
+    // SAFETY: a fresh header, registered once, on its trustee.
+    unsafe { property::register(worker(), cell.cast()) };
+    out.put_any::<u64>(Ok(cell.expose_provenance() as u64));
+}
