@@ -165,8 +165,8 @@ mod tests {
         let (oa, ob) = (code_offset(a), code_offset(b));
         // SAFETY: offsets from this binary.
         unsafe {
-            assert_eq!(code_at(oa) as usize, a as usize);
-            assert_eq!(code_at(ob) as usize, b as usize);
+            assert_eq!(code_at(oa) as *const () as usize, a as *const () as usize);
+            assert_eq!(code_at(ob) as *const () as usize, b as *const () as usize);
         }
         let mut client = [0i64; CODE_CACHE];
         let mut trustee = [0i64; CODE_CACHE];
@@ -177,14 +177,14 @@ mod tests {
             let (shim, skip) = unsafe { decode_code(rec.as_ptr(), &mut trustee) };
             assert_eq!(skip, if full { 2 } else { 1 });
             // SAFETY: as above.
-            assert_eq!(shim as usize, unsafe { code_at(off) } as usize);
+            assert_eq!(shim as *const () as usize, unsafe { code_at(off) } as *const () as usize);
         }
     }
 
     #[test]
     fn serialized_values_round_trip() {
         let v = (7u32, String::from("x"), vec![1u8, 2, 3]);
-        let back: (u32, String, Vec<u8>) = with_serialized(&v, |b| deserialize(b));
+        let back: (u32, String, Vec<u8>) = with_serialized(&v, deserialize);
         assert_eq!(back, v);
     }
 }

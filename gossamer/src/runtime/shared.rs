@@ -41,7 +41,7 @@ pub(crate) struct Placement {
 
 impl Placement {
     pub(crate) fn single(workers: usize) -> Self {
-        Placement { rank: 0, ranks: vec![0..workers] }
+        Placement { rank: 0, ranks: std::iter::once(0..workers).collect() }
     }
 
     pub(crate) fn threads(&self) -> usize {

@@ -1,0 +1,342 @@
+//! Multi-process programs, started as real processes: this test binary
+//! re-runs itself with `GOSSAMER_SCENARIO` set, and the scenario calls
+//! `gossamer::main`, which starts the other ranks (copies of this binary).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gossamer::Trust;
+
+// ---- the scenarios (run inside the spawned processes) ----------------------
+
+static DROPS: AtomicUsize = AtomicUsize::new(0);
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Counted(u32);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counters() {
+    let topo = gossamer::topology();
+    let n = topo.threads();
+    assert_eq!((topo.processes.len(), n), (3, 6));
+    let counters: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+    let fibers: Vec<_> = (0..n)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |cs: Vec<Trust<u64>>| {
+                    for _ in 0..300 {
+                        for c in &cs {
+                            c.apply(|v| *v += 1);
+                        }
+                    }
+                    (gossamer::rack::rank(), gossamer::rack::load_address())
+                },
+                counters.clone(),
+            )
+        })
+        .collect();
+    let mut bases = std::collections::BTreeMap::new();
+    for f in fibers {
+        let (rank, base) = f.join().unwrap();
+        bases.insert(rank, base);
+    }
+    let totals: Vec<u64> = counters.iter().map(|c| c.apply(|v| *v)).collect();
+    assert!(totals.iter().all(|&t| t == 6 * 300), "{totals:?}");
+    let distinct: std::collections::BTreeSet<_> = bases.values().collect();
+    println!("SCENARIO counters ok: totals {totals:?}, load addresses {bases:x?}");
+    assert_eq!(distinct.len(), 3, "each process loads the binary at its own address (ASLR)");
+}
+
+fn ordering() {
+    // A log on rank 2; fibers on ranks 0 and 1 append with apply_then.
+    let log = gossamer::entrust_on(5, Vec::<(u32, u32)>::new());
+    let fibers: Vec<_> = [0usize, 2, 3]
+        .iter()
+        .map(|&t| {
+            gossamer::spawn_with(
+                t,
+                move |(log, who): (Trust<Vec<(u32, u32)>>, u32)| {
+                    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+                    for s in 0..2000u32 {
+                        let seen = seen.clone();
+                        let me = gossamer::current_thread();
+                        log.apply_then(
+                            move |l| {
+                                l.push((who, s));
+                                s
+                            },
+                            move |s| {
+                                assert_eq!(gossamer::current_thread(), me, "callback on the issuing thread");
+                                seen.borrow_mut().push(s)
+                            },
+                        );
+                    }
+                    log.apply(|_| ());
+                    let seen = seen.borrow();
+                    seen.iter().enumerate().all(|(i, &s)| i as u32 == s) && seen.len() == 2000
+                },
+                (log.clone(), t as u32),
+            )
+        })
+        .collect();
+    for f in fibers {
+        assert!(f.join().unwrap(), "callbacks ran in issue order");
+    }
+    let entries = log.apply(|l| l.clone());
+    assert_eq!(entries.len(), 6000);
+    let mut next = std::collections::HashMap::new();
+    for (who, s) in entries {
+        let n = next.entry(who).or_insert(0);
+        assert_eq!(s, *n, "requests of one fiber ran in issue order");
+        *n += 1;
+    }
+    println!("SCENARIO ordering ok");
+}
+
+fn refcount() {
+    // The property lives on rank 1 (thread 2); trusts travel to every rank.
+    let t = gossamer::entrust_on(2, Counted(7));
+    let drops_on_rank1 = || gossamer::spawn_with(3, |()| DROPS.load(Ordering::SeqCst), ()).join().unwrap();
+    let fibers: Vec<_> = (0..6)
+        .map(|th| {
+            gossamer::spawn_with(
+                th,
+                |t: Trust<Counted>| {
+                    let c = t.clone();
+                    let v = c.apply(|x| x.0);
+                    drop(t);
+                    v
+                },
+                t.clone(),
+            )
+        })
+        .collect();
+    for f in fibers {
+        assert_eq!(f.join().unwrap(), 7);
+    }
+    // Still held here: not dropped.
+    assert_eq!(t.apply(|x| x.0), 7);
+    assert_eq!(drops_on_rank1(), 0, "dropped while a trust remained");
+    drop(t);
+    let start = Instant::now();
+    while drops_on_rank1() == 0 && start.elapsed() < Duration::from_secs(10) {
+        gossamer::yield_now();
+    }
+    assert_eq!(drops_on_rank1(), 1, "the last drop drops the property exactly once");
+    println!("SCENARIO refcount ok");
+}
+
+fn payload() {
+    let store = gossamer::entrust_on(4, Vec::<Vec<u8>>::new());
+    let blob: Vec<u8> = (0..(1 << 20)).map(|i| (i % 251) as u8).collect();
+    let t0 = Instant::now();
+    let n = store.apply_with(
+        |s, b| {
+            s.push(b);
+            s.len()
+        },
+        blob.clone(),
+    );
+    let put = t0.elapsed();
+    assert_eq!(n, 1);
+    let t0 = Instant::now();
+    let back: Vec<u8> = store.apply(|s| s[0].clone());
+    let get = t0.elapsed();
+    assert_eq!(back, blob);
+    // A remote panic reaches the caller with its message.
+    let r = catch_unwind(AssertUnwindSafe(|| store.apply(|_| -> u8 { panic!("remote failure") })));
+    let msg = r.unwrap_err().downcast::<String>().map(|s| *s).unwrap_or_default();
+    assert!(msg.contains("remote failure"), "{msg}");
+    println!("SCENARIO payload ok: 1 MiB argument in {put:?}, 1 MiB result in {get:?}");
+}
+
+fn crash() {
+    // Rank 2 dies in the middle of the program.
+    let h = gossamer::spawn_with::<_, _, ()>(
+        4,
+        |()| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+            println!("CRASH_AT {}", now.as_nanos());
+            std::process::exit(7);
+        },
+        (),
+    );
+    let _ = h.join();
+    unreachable!("the program should have stopped");
+}
+
+#[test]
+fn scenario_entry() {
+    let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
+    let f: fn() = match s.as_str() {
+        "counters" => counters,
+        "ordering" => ordering,
+        "refcount" => refcount,
+        "payload" => payload,
+        "crash" => crash,
+        "mismatch" => || unreachable!("never started"),
+        other => panic!("unknown scenario {other}"),
+    };
+    gossamer::main(f, 6);
+}
+
+// ---- the tests (run the scenarios as programs) ------------------------------
+
+fn tag() -> String {
+    format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos() ^ rand_seed())
+}
+
+fn rand_seed() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+/// Processes whose environment carries `GOSSAMER_TEST_TAG=tag`.
+fn survivors(tag: &str) -> Vec<u32> {
+    let needle = format!("GOSSAMER_TEST_TAG={tag}");
+    let mut v = vec![];
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(env) = std::fs::read(e.path().join("environ")) {
+            if env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+fn run_program(mut cmd: Command, timeout: Duration) -> (Output, Duration) {
+    let tag = tag();
+    cmd.env("GOSSAMER_TEST_TAG", &tag).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd.spawn().unwrap();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "program hung; output:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let took = start.elapsed();
+    let out = child.wait_with_output().unwrap();
+    // No process of the program is left behind.
+    let start = Instant::now();
+    while !survivors(&tag).is_empty() && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(survivors(&tag), Vec::<u32>::new(), "processes left behind");
+    (out, took)
+}
+
+fn scenario(name: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+        .env("GOSSAMER_SCENARIO", name)
+        .env("GOSSAMER_PROCESSES", "3")
+        .env_remove("GOSSAMER_RANK")
+        .env_remove("GOSSAMER_SIZE");
+    cmd
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn expect_ok(name: &str) -> String {
+    let (out, _) = run_program(scenario(name), Duration::from_secs(120));
+    let t = text(&out);
+    assert!(out.status.success(), "scenario {name} failed:\n{t}");
+    assert!(t.contains(&format!("SCENARIO {name} ok")), "{t}");
+    t
+}
+
+#[test]
+fn three_processes_times_two_threads_count_exactly_and_load_at_different_addresses() {
+    expect_ok("counters");
+}
+
+#[test]
+fn apply_then_keeps_issue_order_across_processes() {
+    expect_ok("ordering");
+}
+
+#[test]
+fn trusts_travel_between_processes_and_the_property_drops_once() {
+    expect_ok("refcount");
+}
+
+#[test]
+fn megabyte_payloads_cross_processes() {
+    let t = expect_ok("payload");
+    println!("{}", t.lines().find(|l| l.contains("SCENARIO payload")).unwrap_or_default());
+}
+
+#[test]
+fn a_crashing_rank_stops_the_whole_program_and_is_named() {
+    let (out, took) = run_program(scenario("crash"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 2 failed") && t.contains("status 7"), "the failure names the rank and the cause:\n{t}");
+    if let Some(at) = t.lines().find_map(|l| l.split("CRASH_AT ").nth(1)) {
+        let at: u128 = at.trim().parse().unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+        println!(
+            "crash to exit of the whole program: at most {:?} (whole run {took:?})",
+            Duration::from_nanos((now - at) as u64)
+        );
+    }
+}
+
+#[test]
+fn a_rank_running_a_different_binary_is_refused() {
+    // Rank 1 runs a copy of this binary with a byte appended: same code,
+    // different file, as when a host has a stale build.
+    let dir = std::env::temp_dir().join(format!("gossamer-mismatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let other = dir.join("other");
+    let mut bytes = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+    bytes.push(0);
+    std::fs::write(&other, bytes).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let sock = dir.join("rendezvous.sock");
+    let rank = |exe: &std::path::Path, r: usize| {
+        let mut c = Command::new(exe);
+        c.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+            .env("GOSSAMER_SCENARIO", "mismatch")
+            .env("GOSSAMER_RANK", r.to_string())
+            .env("GOSSAMER_SIZE", "2")
+            .env("GOSSAMER_RENDEZVOUS", &sock)
+            .env_remove("GOSSAMER_PROCESSES");
+        c
+    };
+    let me = std::env::current_exe().unwrap();
+    let h = std::thread::spawn({
+        let c = rank(&other, 1);
+        move || run_program(c, Duration::from_secs(60))
+    });
+    let (out0, _) = run_program(rank(&me, 0), Duration::from_secs(60));
+    let (out1, _) = h.join().unwrap();
+    let (t0, t1) = (text(&out0), text(&out1));
+    assert!(!out0.status.success() && !out1.status.success(), "{t0}\n{t1}");
+    assert!(t0.contains("rank 1") && t0.contains("different binary"), "{t0}");
+    assert!(t1.contains("refused"), "{t1}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
