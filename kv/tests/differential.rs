@@ -94,7 +94,8 @@ fn run_binary(raw: &mut Raw, step: &Step) -> Vec<String> {
             }
         }
         End::Close | End::Quiet => {
-            let (got, closed) = raw.recv_quiet(Duration::from_millis(if matches!(step.end, End::Close) { 1500 } else { 300 }));
+            let (got, closed) =
+                raw.recv_quiet(Duration::from_millis(if matches!(step.end, End::Close) { 1500 } else { 300 }));
             let mut out = vec![format!("{got:?}")];
             if closed {
                 out.push("<closed>".into());
@@ -252,8 +253,17 @@ fn binary_commands_match_memcached() {
     bad_body[8..12].copy_from_slice(&4u32.to_be_bytes());
     compare_binary(vec![
         vec![
-            t(cat(&[&bin_req(0x01, b"bk", &f, b"hello", 1, 0), &bin_req(0x00, b"bk", b"", b"", 2, 0), &bin_req(0x0c, b"bk", b"", b"", 3, 0)])),
-            t(cat(&[&bin_req(0x00, b"no", b"", b"", 5, 0), &bin_req(0x0c, b"no", b"", b"", 6, 0), &bin_req(0x09, b"no", b"", b"", 7, 0), &bin_req(0x0d, b"no", b"", b"", 8, 0)])),
+            t(cat(&[
+                &bin_req(0x01, b"bk", &f, b"hello", 1, 0),
+                &bin_req(0x00, b"bk", b"", b"", 2, 0),
+                &bin_req(0x0c, b"bk", b"", b"", 3, 0),
+            ])),
+            t(cat(&[
+                &bin_req(0x00, b"no", b"", b"", 5, 0),
+                &bin_req(0x0c, b"no", b"", b"", 6, 0),
+                &bin_req(0x09, b"no", b"", b"", 7, 0),
+                &bin_req(0x0d, b"no", b"", b"", 8, 0),
+            ])),
             t(cat(&[&bin_req(0x09, b"bk", b"", b"", 7, 0), &bin_req(0x0d, b"bk", b"", b"", 8, 0)])),
             t(cat(&[
                 &bin_req(0x02, b"bk", &f, b"x", 1, 0),
@@ -263,8 +273,18 @@ fn binary_commands_match_memcached() {
                 &bin_req(0x11, b"q", &f, b"x", 5, 0),
                 &bin_req(0x00, b"q", b"", b"", 6, 0),
             ])),
-            t(cat(&[&bin_req(0x01, b"ck", &f, b"v", 1, 0), &bin_req(0x01, b"ck", &f, b"v", 2, 1), &bin_req(0x01, b"nock", &f, b"v", 3, 1), &bin_req(0x02, b"ck", &f, b"v", 4, 5)])),
-            t(cat(&[&bin_req(0x04, b"bk", b"", b"", 1, 0), &bin_req(0x04, b"bk", b"", b"", 2, 0), &bin_req(0x14, b"bk", b"", b"", 3, 0), &bin_req(0x04, b"ck", b"", b"", 4, 77)])),
+            t(cat(&[
+                &bin_req(0x01, b"ck", &f, b"v", 1, 0),
+                &bin_req(0x01, b"ck", &f, b"v", 2, 1),
+                &bin_req(0x01, b"nock", &f, b"v", 3, 1),
+                &bin_req(0x02, b"ck", &f, b"v", 4, 5),
+            ])),
+            t(cat(&[
+                &bin_req(0x04, b"bk", b"", b"", 1, 0),
+                &bin_req(0x04, b"bk", b"", b"", 2, 0),
+                &bin_req(0x14, b"bk", b"", b"", 3, 0),
+                &bin_req(0x04, b"ck", b"", b"", 4, 77),
+            ])),
             t(cat(&[
                 &bin_req(0x05, b"cnt", &counter(5, 100, 0), b"", 1, 0),
                 &bin_req(0x05, b"cnt", &counter(5, 100, 0), b"", 2, 0),
@@ -294,13 +314,28 @@ fn binary_commands_match_memcached() {
                 &bin_req(0x23, b"nope", &exp, b"", 7, 0),
                 &bin_req(0x1c, b"nope", &exp, b"", 8, 0),
             ])),
-            t(cat(&[&bin_req(0x01, b"big", &f, &big(1_048_516 - 2 - 4), 1, 0), &bin_req(0x00, b"big", b"", b"", 2, 0)])),
-            t(cat(&[&bin_req(0x01, b"big", &f, &big(1_048_516 - 2 - 3), 1, 0), &bin_req(0x00, b"big", b"", b"", 2, 0)])),
+            t(cat(&[
+                &bin_req(0x01, b"big", &f, &big(1_048_516 - 2 - 4), 1, 0),
+                &bin_req(0x00, b"big", b"", b"", 2, 0),
+            ])),
+            t(cat(&[
+                &bin_req(0x01, b"big", &f, &big(1_048_516 - 2 - 3), 1, 0),
+                &bin_req(0x00, b"big", b"", b"", 2, 0),
+            ])),
             // Unknown opcodes (SASL included). Not with a key or extras:
             // memcached 1.6 then skips too many bytes and garbles the stream.
             t(cat(&[&bin_req(0x50, b"", b"", b"vvv", 1, 0), &bin_req(0x20, b"", b"", b"", 3, 0)])),
-            t(cat(&[&bin_req(0x10, b"bogus", b"", b"", 1, 0), &bin_req(0x10, b"detail", b"", b"", 2, 0), &bin_req(0x10, b"reset", b"", b"", 3, 0)])),
-            t(cat(&[&bin_req(0x08, b"", b"", b"", 1, 0), &bin_req(0x08, b"", &0u32.to_be_bytes(), b"", 2, 0), &bin_req(0x18, b"", b"", b"", 3, 0), &bin_req(0x00, b"ck", b"", b"", 4, 0)])),
+            t(cat(&[
+                &bin_req(0x10, b"bogus", b"", b"", 1, 0),
+                &bin_req(0x10, b"detail", b"", b"", 2, 0),
+                &bin_req(0x10, b"reset", b"", b"", 3, 0),
+            ])),
+            t(cat(&[
+                &bin_req(0x08, b"", b"", b"", 1, 0),
+                &bin_req(0x08, b"", &0u32.to_be_bytes(), b"", 2, 0),
+                &bin_req(0x18, b"", b"", b"", 3, 0),
+                &bin_req(0x00, b"ck", b"", b"", 4, 0),
+            ])),
             with(bin_req(0x07, b"", b"", b"", 1, 0), End::Close),
         ],
         vec![with(bin_req(0x17, b"", b"", b"", 1, 0), End::Close)],
@@ -313,7 +348,10 @@ fn binary_commands_match_memcached() {
         vec![with(bin_req(0x1c, b"k", b"", b"", 1, 0), End::Close)],
         vec![with(bin_req(0x08, b"k", b"", b"", 1, 0), End::Close)],
         vec![with(bad_body.clone(), End::Close)],
-        vec![t(bin_req(0x0a, b"", b"", b"", 1, 0)), with(cat(&[&[0x81], &bin_req(0x0a, b"", b"", b"", 2, 0)[1..]]), End::Close)],
+        vec![
+            t(bin_req(0x0a, b"", b"", b"", 1, 0)),
+            with(cat(&[&[0x81], &bin_req(0x0a, b"", b"", b"", 2, 0)[1..]]), End::Close),
+        ],
         vec![with(&bin_req(0x0a, b"", b"", b"", 1, 0)[..10], End::Quiet)],
     ]);
 }

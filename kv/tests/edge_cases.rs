@@ -22,7 +22,10 @@ fn text_error_replies() {
     c.check(b"touch a x\r\n", b"CLIENT_ERROR invalid exptime argument\r\n");
     c.check(b"flush_all x\r\n", b"CLIENT_ERROR invalid exptime argument\r\n");
     c.check(b"delete a 5\r\n", b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n");
-    c.check(b"set n 0 0 1\r\nx\r\nincr n 1\r\n", b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n");
+    c.check(
+        b"set n 0 0 1\r\nx\r\nincr n 1\r\n",
+        b"STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
     c.check(b"stats detail\r\n", b"CLIENT_ERROR usage: stats detail on|off|dump\r\n");
     c.check(b"shutdown\r\n", b"ERROR: shutdown not enabled\r\n");
 }
@@ -115,7 +118,10 @@ fn binary_errors_and_quiet_commands() {
     c.send(&bin_req(0x12, b"q", &flags, b"v", 4, 0)); // addq on a present key: error
     c.send(&bin_req(0x0a, b"", b"", b"", 5, 0));
     let hit = c.recv_bin();
-    assert_eq!((hit.opcode, hit.status, hit.opaque, hit.extras.as_slice(), hit.value.as_slice()), (0x09, 0, 3, &[0, 0, 0, 9][..], &b"v"[..]));
+    assert_eq!(
+        (hit.opcode, hit.status, hit.opaque, hit.extras.as_slice(), hit.value.as_slice()),
+        (0x09, 0, 3, &[0, 0, 0, 9][..], &b"v"[..])
+    );
     let err = c.recv_bin();
     assert_eq!((err.opcode, err.status, err.opaque, err.value.as_slice()), (0x12, 2, 4, &b"Data exists for key."[..]));
     let noop = c.recv_bin();
@@ -158,7 +164,8 @@ fn binary_errors_and_quiet_commands() {
 fn binary_incr_creates_and_counts() {
     let p = Proc::kv(&["-t", "2"]);
     let mut c = p.raw();
-    let extras = |delta: u64, init: u64, exp: u32| [&delta.to_be_bytes()[..], &init.to_be_bytes(), &exp.to_be_bytes()].concat();
+    let extras =
+        |delta: u64, init: u64, exp: u32| [&delta.to_be_bytes()[..], &init.to_be_bytes(), &exp.to_be_bytes()].concat();
     c.send(&bin_req(0x05, b"n", &extras(1, 10, 0), b"", 1, 0));
     let r = c.recv_bin();
     assert_eq!((r.status, r.value.as_slice()), (0, &10u64.to_be_bytes()[..]));

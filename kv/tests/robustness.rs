@@ -29,7 +29,8 @@ impl Rng {
 fn stat(c: &mut Raw, name: &str) -> u64 {
     c.send(b"stats\r\n");
     let text = String::from_utf8(c.recv_until(b"END\r\n")).unwrap();
-    let line = text.lines().find(|l| l.starts_with(&format!("STAT {name} "))).unwrap_or_else(|| panic!("no stat {name}"));
+    let line =
+        text.lines().find(|l| l.starts_with(&format!("STAT {name} "))).unwrap_or_else(|| panic!("no stat {name}"));
     line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
@@ -50,9 +51,33 @@ fn await_connections(p: &Proc, want: u64) {
 
 fn fragments(rng: &mut Rng) -> Vec<u8> {
     const PIECES: &[&[u8]] = &[
-        b"get ", b"gets ", b"set ", b"add ", b"cas ", b"incr ", b"delete ", b"touch ", b"gat ", b"flush_all",
-        b"stats", b" ", b"  ", b"0", b"1", b"-1", b"4294967296", b"noreply", b"\r\n", b"\n", b"\r", b"key", b"\x80",
-        b"\x00", b"verbosity", b"version", b"99999999999999999999",
+        b"get ",
+        b"gets ",
+        b"set ",
+        b"add ",
+        b"cas ",
+        b"incr ",
+        b"delete ",
+        b"touch ",
+        b"gat ",
+        b"flush_all",
+        b"stats",
+        b" ",
+        b"  ",
+        b"0",
+        b"1",
+        b"-1",
+        b"4294967296",
+        b"noreply",
+        b"\r\n",
+        b"\n",
+        b"\r",
+        b"key",
+        b"\x80",
+        b"\x00",
+        b"verbosity",
+        b"version",
+        b"99999999999999999999",
     ];
     let mut v = Vec::new();
     for _ in 0..rng.below(40) {

@@ -1,1 +1,79 @@
-fn main() {}
+//! `gossamer-kv-load`: load a memcached-compatible server, or compare
+//! gossamer-kv with stock memcached side by side.
+
+use std::net::ToSocketAddrs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use gossamer_kv::load::{self, report, CompareArgs, Workload};
+
+/// Load generator for memcached-compatible servers.
+#[derive(Parser)]
+#[command(name = "gossamer-kv-load", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Load one running server and report throughput and latency.
+    Run(RunArgs),
+    /// Start memcached and gossamer-kv, load both side by side, report medians.
+    Compare(CompareArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// Server address.
+    #[arg(long, default_value = "127.0.0.1:11211")]
+    server: String,
+    /// The load.
+    #[command(flatten)]
+    workload: Workload,
+    /// Do not store every key before the run.
+    #[arg(long)]
+    no_prefill: bool,
+    /// Append the result to this CSV file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Label for the CSV row.
+    #[arg(long, default_value = "run")]
+    label: String,
+}
+
+fn run(a: &RunArgs) -> std::io::Result<()> {
+    let addr = a
+        .server
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{} does not resolve", a.server)))?;
+    if !a.no_prefill {
+        load::prefill(addr, a.workload.keys, a.workload.value_size)?;
+    }
+    let r = load::run(addr, &a.workload)?;
+    println!("{}", report::summary(&r));
+    let row = report::csv_row(&a.label, &a.server, 0, &a.workload, &r);
+    match &a.csv {
+        Some(path) => report::append_csv(path, &[row])?,
+        None => println!("{}\n{row}", report::CSV_HEADER),
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match &cli.cmd {
+        Cmd::Run(a) => run(a),
+        Cmd::Compare(a) => load::compare(a),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gossamer-kv-load: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

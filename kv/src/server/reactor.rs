@@ -173,10 +173,15 @@ impl Reactor {
             // Let the worker thread flush our requests, serve its shard and
             // run the callbacks of answered requests.
             gossamer::yield_now();
-            self.write_ready();
+            let wrote = self.write_ready();
             self.wake_peers();
             if did || busy {
                 idle_since = None;
+            }
+            if !did && !wrote && self.local.total() > 0 {
+                // Only waiting for other trustees: let them (or the
+                // clients) have the core if they are short of one.
+                std::thread::yield_now();
             }
         }
     }
@@ -199,9 +204,10 @@ impl Reactor {
 
     /// Writes out the replies of the connections that have some, resumes
     /// those no longer held back, and closes the finished ones.
-    fn write_ready(&mut self) {
+    fn write_ready(&mut self) -> bool {
         let mut ready = std::mem::take(&mut self.scratch);
         self.local.take_ready(&mut ready);
+        let any = !ready.is_empty();
         for &slot in &ready {
             let counters = &self.shared.peers[self.index].counters;
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { continue };
@@ -216,6 +222,7 @@ impl Reactor {
             }
         }
         self.scratch = ready;
+        any
     }
 
     /// Wakes sleeping workers that hold requests of ours.

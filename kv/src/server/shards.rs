@@ -4,6 +4,7 @@
 //! connection's ordered queue when the callback runs.
 
 use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
 
 use gossamer::Trust;
@@ -40,7 +41,10 @@ impl Shards {
         conn.pending.set(conn.pending.get() + 1);
         let c = conn.clone();
         self.trusts[shard].apply_with_then(
-            |s: &mut Shard, op: Op| s.run(op),
+            // A panic here would skip `then` and stall the connection, and
+            // the runtime has no `try_` form of `apply_with_then`: catch it
+            // on the trustee and answer with an error instead.
+            |s: &mut Shard, op: Op| catch_unwind(AssertUnwindSafe(|| s.run(op))).unwrap_or(Outcome::Failed),
             op,
             move |outcome| {
                 c.local.end(w);

@@ -139,4 +139,6 @@ pub enum Outcome {
     Stats(Box<ShardStats>),
     /// Done, nothing to report (unlink, flush).
     Done,
+    /// The request failed inside the shard (a bug; the shard goes on).
+    Failed,
 }

@@ -78,6 +78,7 @@ pub mod status {
     pub const DELTA_BADVAL: u16 = 0x06;
     pub const UNKNOWN_COMMAND: u16 = 0x81;
     pub const ENOMEM: u16 = 0x82;
+    pub const EINTERNAL: u16 = 0x84;
 
     /// The message memcached sends in the body of an error response.
     pub fn message(status: u16) -> &'static [u8] {
@@ -90,6 +91,7 @@ pub mod status {
             E2BIG => b"Too large.",
             DELTA_BADVAL => b"Non-numeric server-side value for incr or decr",
             NOT_STORED => b"Not stored.",
+            EINTERNAL => b"Internal error",
             _ => b"UNHANDLED ERROR",
         }
     }

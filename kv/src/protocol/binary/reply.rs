@@ -64,6 +64,9 @@ pub fn stat(out: &mut Vec<u8>, ctx: BinCtx, name: &[u8], value: &[u8]) {
 /// success (get-type ones on a miss).
 pub fn render(outcome: &Outcome, ctx: BinCtx, out: &mut Vec<u8>) {
     let (op, quiet) = ctx.unquiet();
+    if *outcome == Outcome::Failed {
+        return error(out, ctx, status::EINTERNAL);
+    }
     match op {
         opcode::GET | opcode::GETK | opcode::GAT | opcode::GATK | opcode::TOUCH => {
             let with_key = matches!(op, opcode::GETK | opcode::GATK);

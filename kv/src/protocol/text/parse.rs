@@ -244,7 +244,7 @@ fn storage<'a>(buf: &'a [u8], consumed: usize, t: &Tokens<'a>, mode: StoreMode, 
     } else {
         0
     };
-    if vlen < 0 || vlen > i32::MAX - 2 {
+    if !(0..=i32::MAX - 2).contains(&vlen) {
         return done(reply(replies::BAD_FORMAT, noreply));
     }
     let vlen = vlen as usize;

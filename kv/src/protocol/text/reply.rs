@@ -38,6 +38,7 @@ pub fn value(out: &mut Vec<u8>, key: &[u8], flags: u32, data: &[u8], cas: Option
 /// Appends the reply to `outcome` for a command of kind `kind`.
 pub fn render(outcome: &Outcome, kind: TextKind, out: &mut Vec<u8>) {
     let line: &[u8] = match (kind, outcome) {
+        (_, Outcome::Failed) => b"SERVER_ERROR internal error\r\n",
         (TextKind::Get { cas }, Outcome::Found(h)) => {
             value(out, &h.key, h.flags, &h.data, cas.then_some(h.cas));
             return;

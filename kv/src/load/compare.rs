@@ -1,0 +1,214 @@
+//! Side-by-side runs: start stock memcached and gossamer-kv with the same
+//! thread count and memory, fill both with the same keys, then run each
+//! workload against each server in turn (alternating which goes first),
+//! several times, and report medians and the ratio.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::driver;
+use super::report::{self, RunResult};
+use super::workload::{Dist, Workload};
+
+/// Options of `compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    /// The load (its --dist and --set-ratio are replaced by the lists below).
+    #[command(flatten)]
+    pub workload: Workload,
+    /// Worker threads of each server (memcached's and gossamer-kv's -t).
+    #[arg(long, default_value_t = 2)]
+    pub server_threads: usize,
+    /// Item memory of each server, in megabytes (-m).
+    #[arg(long, default_value_t = 1024)]
+    pub memory_mb: u64,
+    /// Repetitions of every workload on every server.
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Key distributions to run.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "uniform,zipf")]
+    pub dists: Vec<Dist>,
+    /// Set ratios to run.
+    #[arg(long, value_delimiter = ',', default_value = "0.01,0.1")]
+    pub set_ratios: Vec<f64>,
+    /// The gossamer-kv binary (default: next to this program).
+    #[arg(long)]
+    pub kv_bin: Option<PathBuf>,
+    /// Extra arguments for gossamer-kv, e.g. --kv-arg=--dedicated-trustees --kv-arg=1.
+    #[arg(long, allow_hyphen_values = true)]
+    pub kv_arg: Vec<String>,
+    /// The memcached binary.
+    #[arg(long, default_value = "memcached")]
+    pub memcached_bin: PathBuf,
+    /// Append every run to this CSV file.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+}
+
+/// A server process, killed when dropped.
+struct ServerProc {
+    name: &'static str,
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for ServerProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn start(name: &'static str, mut cmd: Command, port: u16) -> io::Result<ServerProc> {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot start {name} ({:?}): {e}", cmd.get_program())))?;
+    let mut p = ServerProc { name, child, addr: SocketAddr::from(([127, 0, 0, 1], port)) };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if TcpStream::connect(p.addr).is_ok() {
+            return Ok(p);
+        }
+        if let Ok(Some(status)) = p.child.try_wait() {
+            return Err(io::Error::other(format!("{name} exited at start-up: {status}")));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Err(io::Error::other(format!("{name} did not accept connections within 10 s")))
+}
+
+fn kv_bin(a: &CompareArgs) -> PathBuf {
+    a.kv_bin.clone().unwrap_or_else(|| {
+        let me = std::env::current_exe().unwrap_or_default();
+        me.with_file_name("gossamer-kv")
+    })
+}
+
+fn start_servers(a: &CompareArgs) -> io::Result<Vec<ServerProc>> {
+    let t = a.server_threads.to_string();
+    let m = a.memory_mb.to_string();
+    let port = free_port()?;
+    let mut mc = Command::new(&a.memcached_bin);
+    mc.args(["-l", "127.0.0.1", "-U", "0", "-c", "4096", "-t", &t, "-m", &m, "-p", &port.to_string()]);
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        mc.args(["-u", "root"]);
+    }
+    let mc = start("memcached", mc, port)?;
+    let port = free_port()?;
+    let mut kv = Command::new(kv_bin(a));
+    kv.args(["-l", "127.0.0.1", "-c", "4096", "-t", &t, "-m", &m, "-p", &port.to_string()]).args(&a.kv_arg);
+    let kv = start("gossamer-kv", kv, port)?;
+    Ok(vec![mc, kv])
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Runs the comparison and prints a Markdown table of medians.
+pub fn compare(a: &CompareArgs) -> io::Result<()> {
+    let servers = start_servers(a)?;
+    let keys = a.workload.keys;
+    for s in &servers {
+        let t0 = Instant::now();
+        driver::prefill(s.addr, keys, a.workload.value_size)?;
+        eprintln!("{}: stored {keys} keys in {:.1} s", s.name, t0.elapsed().as_secs_f64());
+    }
+    let mut cases: Vec<(Workload, Vec<Vec<RunResult>>)> = Vec::new();
+    for &dist in &a.dists {
+        for &set_ratio in &a.set_ratios {
+            let w = Workload { dist, set_ratio, ..a.workload.clone() };
+            cases.push((w, vec![Vec::new(); servers.len()]));
+        }
+    }
+    for run in 0..a.runs {
+        for (w, results) in &mut cases {
+            for k in 0..servers.len() {
+                // Alternate which server goes first.
+                let i = if run % 2 == 0 { k } else { servers.len() - 1 - k };
+                let s = &servers[i];
+                let r = driver::run(s.addr, w)?;
+                eprintln!(
+                    "run {} {} {} sets {:.0}%: {}",
+                    run + 1,
+                    s.name,
+                    w.dist,
+                    w.set_ratio * 100.0,
+                    report::summary(&r)
+                );
+                if let Some(path) = &a.csv {
+                    report::append_csv(path, &[report::csv_row("compare", s.name, a.server_threads, w, &r)])?;
+                }
+                results[i].push(r);
+            }
+        }
+    }
+    let w0 = &a.workload;
+    println!(
+        "\n{} cores; servers: -t {} -m {}; client: {} threads x {} conns x depth {}, {} keys, {} B values, {} s runs (after {} s warm-up), medians of {}\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        a.server_threads,
+        a.memory_mb,
+        w0.threads,
+        w0.conns,
+        w0.depth,
+        keys,
+        w0.value_size,
+        w0.duration,
+        w0.warmup,
+        a.runs
+    );
+    println!("| keys | sets | memcached ops/s | gossamer-kv ops/s | ratio | memcached p50 / p99 µs | gossamer-kv p50 / p99 µs |");
+    println!("|---|---|---|---|---|---|---|");
+    for (w, results) in &cases {
+        let ops: Vec<f64> = results.iter().map(|rs| median(rs.iter().map(RunResult::ops_per_sec).collect())).collect();
+        let p50: Vec<f64> =
+            results.iter().map(|rs| median(rs.iter().map(|r| r.percentile_us(50.0)).collect())).collect();
+        let p99: Vec<f64> =
+            results.iter().map(|rs| median(rs.iter().map(|r| r.percentile_us(99.0)).collect())).collect();
+        println!(
+            "| {} | {:.0}% | {:.0} | {:.0} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} |",
+            w.dist,
+            w.set_ratio * 100.0,
+            ops[0],
+            ops[1],
+            ops[1] / ops[0],
+            p50[0],
+            p99[0],
+            p50[1],
+            p99[1]
+        );
+    }
+    drop(servers);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+    }
+}
