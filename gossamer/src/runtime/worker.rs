@@ -662,7 +662,7 @@ impl Worker {
         let mut idle = Idle::default();
         loop {
             let mut did = self.drain_injector();
-            did |= self.run_ready();
+            let ran = self.run_ready();
             did |= self.flush_all();
             did |= self.serve();
             did |= self.poll();
@@ -671,11 +671,21 @@ impl Worker {
                 break;
             }
             let stopping = self.shared.stopping();
+            if stopping && (did || ran) {
+                self.set_quiet(false);
+                node.epoch.store(node.epoch.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
+            }
             if did {
                 idle = Idle::default();
-                if stopping {
-                    self.set_quiet(false);
-                    node.epoch.store(node.epoch.load(Ordering::Relaxed) + 1, Ordering::SeqCst);
+                continue;
+            }
+            if ran {
+                // Fibers ran but nothing moved through the slots: they are
+                // polling (yield loops). Give the core away now and then, so
+                // that an oversubscribed machine runs the threads they wait for.
+                idle.rounds += 1;
+                if idle.rounds % 64 == 0 {
+                    thread::yield_now();
                 }
                 continue;
             }

@@ -1,0 +1,184 @@
+//! The echo benchmark of the thesis (§3.3.1): every thread is both a server
+//! (its trustee holds an echo property) and a client (a fiber that keeps
+//! many asynchronous requests in flight to targets chosen uniformly at
+//! random). Each request carries a payload that the trustee sends back.
+//!
+//! * One run: `GOSSAMER_PROCESSES=2 ECHO_THREADS=4 ECHO_SIZE=32 cargo run --release --example echo`
+//!   prints one `ECHO ...` line.
+//! * The sweep: `cargo run --release --example echo -- --sweep [--quick]`
+//!   runs processes × threads at 32 bytes, then sizes 16 B … 8 KiB, and
+//!   writes `results/echo_scaling.csv`, `results/echo_size.csv` and SVG
+//!   plots beside them. Each point is the median of several runs.
+
+use std::cell::Cell;
+use std::process::Command;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use gossamer::Trust;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The client loop on one thread: returns the echoes completed.
+fn client((servers, size, millis, seed): (Vec<Trust<u64>>, usize, u64, u64)) -> u64 {
+    let window = 256u64;
+    let done = Rc::new(Cell::new(0u64));
+    let mut issued = 0u64;
+    let mut x = seed | 1;
+    let payload = vec![0xa5u8; size];
+    let end = Instant::now() + Duration::from_millis(millis);
+    while Instant::now() < end {
+        while issued - done.get() < window {
+            // xorshift: a uniformly random target.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let target = &servers[(x % servers.len() as u64) as usize];
+            let d = done.clone();
+            target.apply_with_then(
+                |served, p: Vec<u8>| {
+                    *served += 1;
+                    p
+                },
+                payload.clone(),
+                move |back: Vec<u8>| {
+                    debug_assert_eq!(back.len(), size);
+                    d.set(d.get() + 1)
+                },
+            );
+            issued += 1;
+        }
+        gossamer::yield_now();
+    }
+    while done.get() < issued {
+        gossamer::yield_now();
+    }
+    done.get()
+}
+
+fn gsm_main() {
+    let size = env("ECHO_SIZE", 32);
+    let millis = env("ECHO_MILLIS", 1000) as u64;
+    let topo = gossamer::topology();
+    let n = topo.threads();
+    let servers: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+    let start = Instant::now();
+    let fibers: Vec<_> = (0..n)
+        .map(|t| {
+            gossamer::spawn_with(t, |a| client(a), (servers.clone(), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64))
+        })
+        .collect();
+    let ops: u64 = fibers.into_iter().map(|f| f.join().expect("client fiber")).sum();
+    let secs = start.elapsed().as_secs_f64();
+    let served: u64 = servers.iter().map(|s| s.apply(|c| *c)).sum();
+    assert_eq!(served, ops, "every echo was served once");
+    println!(
+        "ECHO processes={} threads={n} size={size} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",
+        topo.processes.len(),
+        ops as f64 / secs / 1e6,
+        ops as f64 * size as f64 * 2.0 / secs / 1e6
+    );
+}
+
+/// Runs one configuration as its own program and returns its Mops.
+fn run_once(processes: usize, threads: usize, size: usize, millis: u64) -> f64 {
+    let out = Command::new(std::env::current_exe().expect("our executable"))
+        .env("GOSSAMER_PROCESSES", processes.to_string())
+        .env("ECHO_THREADS", (processes * threads).to_string())
+        .env("ECHO_SIZE", size.to_string())
+        .env("ECHO_MILLIS", millis.to_string())
+        .output()
+        .expect("cannot run the echo program");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "echo run failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let line = text.lines().find(|l| l.starts_with("ECHO ")).expect("no ECHO line");
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix("mops="))
+        .and_then(|v| v.parse().ok())
+        .expect("no mops figure")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// A small line chart as SVG: one series per entry of `series`.
+fn svg(path: &str, title: &str, xlabel: &str, xs: &[String], series: &[(String, Vec<f64>)]) {
+    let (w, h, m) = (640.0, 400.0, 60.0);
+    let ymax = series.iter().flat_map(|s| s.1.iter().copied()).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let x = |i: usize| m + (w - 2.0 * m) * i as f64 / (xs.len().max(2) - 1) as f64;
+    let y = |v: f64| h - m - (h - 2.0 * m) * v / ymax;
+    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+    let mut s = format!("<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n<text x='{}' y='24' text-anchor='middle' font-size='15'>{title}</text>\n", w / 2.0);
+    s += &format!("<line x1='{m}' y1='{}' x2='{}' y2='{}' stroke='black'/><line x1='{m}' y1='{m}' x2='{m}' y2='{}' stroke='black'/>\n", h - m, w - m, h - m, h - m);
+    for k in 0..=4 {
+        let v = ymax * k as f64 / 4.0;
+        s += &format!("<text x='{}' y='{}' text-anchor='end'>{v:.2}</text><line x1='{m}' y1='{}' x2='{}' y2='{}' stroke='#ddd'/>\n", m - 6.0, y(v) + 4.0, y(v), w - m, y(v));
+    }
+    for (i, l) in xs.iter().enumerate() {
+        s += &format!("<text x='{}' y='{}' text-anchor='middle'>{l}</text>\n", x(i), h - m + 18.0);
+    }
+    s += &format!("<text x='{}' y='{}' text-anchor='middle'>{xlabel}</text><text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>Mops/s</text>\n", w / 2.0, h - 16.0, h / 2.0, h / 2.0);
+    for (k, (name, vals)) in series.iter().enumerate() {
+        let c = colors[k % colors.len()];
+        let pts: Vec<String> = vals.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v))).collect();
+        s += &format!("<polyline fill='none' stroke='{c}' stroke-width='2' points='{}'/>\n", pts.join(" "));
+        s += &format!("<text x='{}' y='{}' fill='{c}'>{name}</text>\n", w - m - 140.0, m + 16.0 * k as f64);
+    }
+    s += "</svg>\n";
+    std::fs::write(path, s).expect("cannot write the plot");
+}
+
+fn sweep(quick: bool) {
+    let (runs, millis) = if quick { (3, 300) } else { (5, 1000) };
+    std::fs::create_dir_all("results").expect("results folder");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("echo sweep on {cores} cores, median of {runs} runs of {millis} ms each");
+    let mut csv = String::from("processes,threads_per_process,size,mops_median\n");
+    let mut by_threads: Vec<(String, Vec<f64>)> = vec![];
+    let procs = [1usize, 2, 3, 4];
+    for tpp in [1usize, 2] {
+        let mut vals = vec![];
+        for &p in &procs {
+            let m = median((0..runs).map(|_| run_once(p, tpp, 32, millis)).collect());
+            println!("processes {p} x threads {tpp}, 32 B: {m:.3} Mops/s");
+            csv += &format!("{p},{tpp},32,{m:.4}\n");
+            vals.push(m);
+        }
+        by_threads.push((format!("{tpp} thread(s)/process"), vals));
+    }
+    std::fs::write("results/echo_scaling.csv", csv).expect("csv");
+    let xs: Vec<String> = procs.iter().map(|p| p.to_string()).collect();
+    svg("results/echo_scaling.svg", &format!("echo, 32-byte requests ({cores} cores)"), "processes", &xs, &by_threads);
+
+    let sizes = [16usize, 64, 256, 1024, 4096, 8192];
+    let mut csv = String::from("processes,threads_per_process,size,mops_median,mbytes_per_s\n");
+    let mut vals = vec![];
+    for &s in &sizes {
+        let m = median((0..runs).map(|_| run_once(2, 1, s, millis)).collect());
+        println!("processes 2 x threads 1, {s} B: {m:.3} Mops/s ({:.1} MB/s both ways)", m * s as f64 * 2.0);
+        csv += &format!("2,1,{s},{m:.4},{:.1}\n", m * s as f64 * 2.0);
+        vals.push(m);
+    }
+    std::fs::write("results/echo_size.csv", csv).expect("csv");
+    let xs: Vec<String> = sizes.iter().map(|s| format!("{s} B")).collect();
+    svg(
+        "results/echo_size.svg",
+        &format!("echo vs request size, 2 processes ({cores} cores)"),
+        "request size",
+        &xs,
+        &[("2 processes x 1 thread".into(), vals)],
+    );
+    println!("wrote results/echo_scaling.csv, results/echo_size.csv and their .svg plots");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--sweep") {
+        return sweep(args.iter().any(|a| a == "--quick"));
+    }
+    gossamer::main(gsm_main, env("ECHO_THREADS", 2));
+}
