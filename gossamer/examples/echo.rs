@@ -66,9 +66,7 @@ fn gsm_main() {
     let servers: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
     let start = Instant::now();
     let fibers: Vec<_> = (0..n)
-        .map(|t| {
-            gossamer::spawn_with(t, |a| client(a), (servers.clone(), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64))
-        })
+        .map(|t| gossamer::spawn_with(t, client, (servers.clone(), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64)))
         .collect();
     let ops: u64 = fibers.into_iter().map(|f| f.join().expect("client fiber")).sum();
     let secs = start.elapsed().as_secs_f64();
