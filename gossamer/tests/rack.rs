@@ -172,6 +172,30 @@ fn crash() {
     unreachable!("the program should have stopped");
 }
 
+fn killed() {
+    let _ = gossamer::spawn_with::<_, _, ()>(
+        2,
+        |()| {
+            // SAFETY: sends SIGKILL to this very process.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        },
+        (),
+    )
+    .join();
+    unreachable!("the program should have stopped");
+}
+
+fn leader_panics() {
+    let _t = gossamer::entrust_on(3, 0u64);
+    panic!("rank 0 gives up");
+}
+
+fn small() {
+    let t = gossamer::entrust_on(1, 40u64);
+    assert_eq!(t.apply(|v| *v + 2), 42);
+    println!("SCENARIO small ok");
+}
+
 #[test]
 fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
@@ -181,6 +205,9 @@ fn scenario_entry() {
         "refcount" => refcount,
         "payload" => payload,
         "crash" => crash,
+        "killed" => killed,
+        "leader_panics" => leader_panics,
+        "small" => small,
         "mismatch" => || unreachable!("never started"),
         other => panic!("unknown scenario {other}"),
     };
@@ -300,6 +327,57 @@ fn a_crashing_rank_stops_the_whole_program_and_is_named() {
             Duration::from_nanos((now - at) as u64)
         );
     }
+}
+
+#[test]
+fn a_rank_killed_by_a_signal_is_named_with_its_signal() {
+    let (out, _) = run_program(scenario("killed"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 1 failed") && t.contains("signal 9"), "{t}");
+}
+
+#[test]
+fn a_panic_in_rank_0_takes_the_other_ranks_down() {
+    let (out, _) = run_program(scenario("leader_panics"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 0 gives up"), "{t}");
+}
+
+/// Starts each rank by hand, as Slurm's `srun` would, with its variables.
+fn external_ranks(exe: &std::path::Path, size: usize, scenario: &str, sock: &std::path::Path) -> Vec<Command> {
+    (0..size)
+        .map(|r| {
+            let mut c = Command::new(exe);
+            c.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+                .env("GOSSAMER_SCENARIO", scenario)
+                .env("SLURM_PROCID", r.to_string())
+                .env("SLURM_NTASKS", size.to_string())
+                .env("GOSSAMER_RENDEZVOUS", sock)
+                .env_remove("GOSSAMER_PROCESSES")
+                .env_remove("GOSSAMER_RANK")
+                .env_remove("GOSSAMER_SIZE");
+            c
+        })
+        .collect()
+}
+
+#[test]
+fn ranks_started_by_an_external_launcher_form_one_program() {
+    let dir = std::env::temp_dir().join(format!("gossamer-slurm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("rendezvous.sock");
+    let me = std::env::current_exe().unwrap();
+    let mut cmds = external_ranks(&me, 2, "small", &sock);
+    let rank1 = cmds.pop().unwrap();
+    let h = std::thread::spawn(move || run_program(rank1, Duration::from_secs(60)));
+    let (out0, _) = run_program(cmds.pop().unwrap(), Duration::from_secs(60));
+    let (out1, _) = h.join().unwrap();
+    assert!(out0.status.success(), "{}", text(&out0));
+    assert!(out1.status.success(), "{}", text(&out1));
+    assert!(text(&out0).contains("SCENARIO small ok"));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

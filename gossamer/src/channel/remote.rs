@@ -159,6 +159,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "Miri does not lay functions out in one address range")]
     fn code_offsets_round_trip_and_the_cache_stays_in_step() {
         unsafe fn a(_: *mut u8, _: *mut u8, _: &mut super::super::record::Responder<'_>) {}
         unsafe fn b(_: *mut u8, _: *mut u8, _: &mut super::super::record::Responder<'_>) {}
@@ -178,6 +179,17 @@ mod tests {
             assert_eq!(skip, if full { 2 } else { 1 });
             // SAFETY: as above.
             assert_eq!(shim as *const () as usize, unsafe { code_at(off) } as *const () as usize);
+        }
+    }
+
+    #[cfg(not(miri))]
+    proptest::proptest! {
+        /// Trust tokens and values from another process: arbitrary bytes
+        /// decode or fail, and never panic inside the decoder.
+        #[test]
+        fn decoding_arbitrary_value_bytes_never_panics(body in proptest::collection::vec(proptest::num::u8::ANY, 0..128)) {
+            let _ = postcard::from_bytes::<(u64, String, Vec<u32>)>(&body);
+            let _ = postcard::from_bytes::<Result<Vec<u8>, String>>(&body);
         }
     }
 

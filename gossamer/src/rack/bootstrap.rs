@@ -275,7 +275,7 @@ fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
     G(Some(f))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::ranges;
 

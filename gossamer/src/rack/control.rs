@@ -55,7 +55,7 @@ pub(crate) fn recv_timeout(s: &mut UnixStream, t: Duration) -> io::Result<Msg> {
     r
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 
@@ -70,5 +70,28 @@ mod tests {
         }
         a.write_all(&u32::MAX.to_le_bytes()).unwrap();
         assert!(recv(&mut b).is_err());
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes arrive, decoding returns a message or an error.
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(body in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let _ = decode(&body);
+        }
+
+        /// Every message survives encoding and decoding.
+        #[test]
+        fn messages_round_trip(rank in 0u32..64, hash in proptest::num::u64::ANY, name in "[a-z/0-9-]{0,40}") {
+            for m in [
+                Msg::Hello { rank, size: rank + 1, pid: 7, exe_hash: hash, threads: 2 },
+                Msg::Refuse { reason: name.clone() },
+                Msg::Welcome { shm_name: name.clone(), bulk_bytes: hash, ranks: vec![(0, rank), (rank, rank + 1)] },
+                Msg::Ready,
+                Msg::Bye,
+            ] {
+                let body = postcard::to_stdvec(&m).unwrap();
+                proptest::prop_assert_eq!(decode(&body).unwrap(), m);
+            }
+        }
     }
 }
