@@ -218,6 +218,11 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
+        assert!(
+            w.shared.is_local(self.trustee as usize),
+            "gossamer: launch on a trustee in another process is not supported; spawn_with a fiber on the trustee's \
+             thread and use the latch there"
+        );
         let cell = SendPtr(self.cell);
         let job = move || {
             let cell = cell;

@@ -32,6 +32,11 @@ impl TrusteeRef {
         let t = self.index as usize;
         match context::current() {
             Some(w) if w.shared.id == self.runtime => {
+                assert!(
+                    w.shared.is_local(t),
+                    "gossamer: thread {t} is in another process; entrusting there moves the value serialized: use \
+                     gossamer::entrust_on"
+                );
                 let id = w.new_id();
                 let cell = PropertyCell::new_boxed(value, id);
                 let h = SendPtr(cell as *mut property::Header);
