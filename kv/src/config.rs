@@ -51,9 +51,15 @@ pub struct Config {
     #[arg(long = "pin")]
     pub pin: bool,
 
-    /// Microseconds a connection worker keeps polling before it sleeps.
+    /// Microseconds a connection worker with nothing to do keeps polling
+    /// before it blocks.
     #[arg(long = "idle-spin-us", default_value_t = 50)]
     pub idle_spin_us: u64,
+
+    /// Microseconds a connection worker that only waits for answers from
+    /// other workers keeps polling before it blocks.
+    #[arg(long = "wait-spin-us", default_value_t = 1000)]
+    pub wait_spin_us: u64,
 }
 
 /// Parses a size with an optional k/m/g suffix (powers of 1024).

@@ -192,7 +192,7 @@ fn text_commands_match_memcached() {
         t("delete a\r\ndelete a\r\ndelete a 0\r\ndelete a 5\r\ndelete a noreply\r\ndelete\r\ndelete a b c\r\ndelete a 5 noreply\r\n"),
         t("version\r\nversion foo\r\nverbosity 1\r\nverbosity\r\nverbosity 1 noreply\r\nverbosity x\r\nverbosity 1 2\r\nverbosity 1 2 3\r\n"),
         t("flush_all 1 2 3\r\nflush_all 0\r\nflush_all -1\r\nflush_all abc\r\nflush_all noreply\r\nflush_all\r\n"),
-        t("foo\r\n\r\nget\r\ngets\r\nGET a\r\ng a\r\nset a 0 0\r\nshutdown\r\nmn\r\n"),
+        t("foo\r\n\r\nget\r\ngets\r\nGET a\r\ng a\r\nset a 0 0\r\nshutdown\r\n"),
         t("get a\n"),
         t("get a\r\r\n\r\r\n"),
         t("set b 0 0 1\nx\r\nget b\r\n"),

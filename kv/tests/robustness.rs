@@ -222,3 +222,36 @@ fn shuts_down_on_sigterm() {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// With no spinning at all, every request to another worker's shard goes
+/// through the sleep/wake protocol. A lost wake-up would cost the 50 ms
+/// sleep limit; 2000 round trips must take far less than that would.
+#[test]
+fn sleeping_workers_wake_promptly() {
+    for args in [
+        &["-t", "2", "--idle-spin-us", "0", "--wait-spin-us", "0"][..],
+        &["-t", "3", "--idle-spin-us", "0", "--wait-spin-us", "0"],
+        &["-t", "3", "--dedicated-trustees", "1", "--idle-spin-us", "0", "--wait-spin-us", "0"],
+    ] {
+        let p = Proc::kv(args);
+        let mut conns: Vec<Raw> = (0..3).map(|_| p.raw()).collect();
+        let start = Instant::now();
+        let mut slow = 0;
+        for i in 0..2000 {
+            let c = &mut conns[i % 3];
+            let t = Instant::now();
+            c.send(format!("set w{i} 0 0 1\r\nx\r\n").as_bytes());
+            assert_eq!(c.recv_exact(8), b"STORED\r\n");
+            if t.elapsed() >= Duration::from_millis(45) {
+                slow += 1;
+            }
+        }
+        let took = start.elapsed();
+        assert!(
+            took < Duration::from_secs(20) && slow <= 10,
+            "{args:?}: 2000 round trips took {took:?}, {slow} of them over 45 ms"
+        );
+        let mut c = p.raw();
+        assert_eq!(stat(&mut c, "curr_items"), 2000);
+    }
+}

@@ -43,6 +43,11 @@ pub struct CompareArgs {
     /// Extra arguments for gossamer-kv, e.g. --kv-arg=--dedicated-trustees --kv-arg=1.
     #[arg(long, allow_hyphen_values = true)]
     pub kv_arg: Vec<String>,
+    /// Run several gossamer-kv configurations, each as `label:arguments`
+    /// (e.g. `--variant "dedicated:--dedicated-trustees 1"`); replaces the
+    /// single default one.
+    #[arg(long)]
+    pub variant: Vec<String>,
     /// The memcached binary.
     #[arg(long, default_value = "memcached")]
     pub memcached_bin: PathBuf,
@@ -53,7 +58,7 @@ pub struct CompareArgs {
 
 /// A server process, killed when dropped.
 struct ServerProc {
-    name: &'static str,
+    name: String,
     child: Child,
     addr: SocketAddr,
 }
@@ -69,7 +74,7 @@ fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn start(name: &'static str, mut cmd: Command, port: u16) -> io::Result<ServerProc> {
+fn start(name: String, mut cmd: Command, port: u16) -> io::Result<ServerProc> {
     let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -83,11 +88,11 @@ fn start(name: &'static str, mut cmd: Command, port: u16) -> io::Result<ServerPr
             return Ok(p);
         }
         if let Ok(Some(status)) = p.child.try_wait() {
-            return Err(io::Error::other(format!("{name} exited at start-up: {status}")));
+            return Err(io::Error::other(format!("{} exited at start-up: {status}", p.name)));
         }
         thread::sleep(Duration::from_millis(20));
     }
-    Err(io::Error::other(format!("{name} did not accept connections within 10 s")))
+    Err(io::Error::other(format!("{} did not accept connections within 10 s", p.name)))
 }
 
 fn kv_bin(a: &CompareArgs) -> PathBuf {
@@ -95,6 +100,20 @@ fn kv_bin(a: &CompareArgs) -> PathBuf {
         let me = std::env::current_exe().unwrap_or_default();
         me.with_file_name("gossamer-kv")
     })
+}
+
+/// The gossamer-kv configurations to run: label and extra arguments.
+fn variants(a: &CompareArgs) -> Vec<(String, Vec<String>)> {
+    if a.variant.is_empty() {
+        return vec![("gossamer-kv".into(), a.kv_arg.clone())];
+    }
+    a.variant
+        .iter()
+        .map(|v| match v.split_once(':') {
+            Some((label, args)) => (label.to_string(), args.split_whitespace().map(String::from).collect()),
+            None => (v.clone(), Vec::new()),
+        })
+        .collect()
 }
 
 fn start_servers(a: &CompareArgs) -> io::Result<Vec<ServerProc>> {
@@ -107,12 +126,14 @@ fn start_servers(a: &CompareArgs) -> io::Result<Vec<ServerProc>> {
     if unsafe { libc::geteuid() } == 0 {
         mc.args(["-u", "root"]);
     }
-    let mc = start("memcached", mc, port)?;
-    let port = free_port()?;
-    let mut kv = Command::new(kv_bin(a));
-    kv.args(["-l", "127.0.0.1", "-c", "4096", "-t", &t, "-m", &m, "-p", &port.to_string()]).args(&a.kv_arg);
-    let kv = start("gossamer-kv", kv, port)?;
-    Ok(vec![mc, kv])
+    let mut servers = vec![start("memcached".into(), mc, port)?];
+    for (label, args) in variants(a) {
+        let port = free_port()?;
+        let mut kv = Command::new(kv_bin(a));
+        kv.args(["-l", "127.0.0.1", "-c", "4096", "-t", &t, "-m", &m, "-p", &port.to_string()]).args(&args);
+        servers.push(start(label, kv, port)?);
+    }
+    Ok(servers)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -143,8 +164,8 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
     for run in 0..a.runs {
         for (w, results) in &mut cases {
             for k in 0..servers.len() {
-                // Alternate which server goes first.
-                let i = if run % 2 == 0 { k } else { servers.len() - 1 - k };
+                // Rotate which server goes first.
+                let i = (k + run) % servers.len();
                 let s = &servers[i];
                 let r = driver::run(s.addr, w)?;
                 eprintln!(
@@ -156,7 +177,7 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
                     report::summary(&r)
                 );
                 if let Some(path) = &a.csv {
-                    report::append_csv(path, &[report::csv_row("compare", s.name, a.server_threads, w, &r)])?;
+                    report::append_csv(path, &[report::csv_row("compare", &s.name, a.server_threads, w, &r)])?;
                 }
                 results[i].push(r);
             }
@@ -177,26 +198,39 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
         w0.warmup,
         a.runs
     );
-    println!("| keys | sets | memcached ops/s | gossamer-kv ops/s | ratio | memcached p50 / p99 µs | gossamer-kv p50 / p99 µs |");
-    println!("|---|---|---|---|---|---|---|");
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    let mut head = String::from("| keys | sets |");
+    let mut rule = String::from("|---|---|");
+    for (i, n) in names.iter().enumerate() {
+        head.push_str(&format!(" {n} ops/s |"));
+        rule.push_str("---|");
+        if i > 0 {
+            head.push_str(&format!(" {n} / memcached |"));
+            rule.push_str("---|");
+        }
+    }
+    for n in &names {
+        head.push_str(&format!(" {n} p50 / p99 µs |"));
+        rule.push_str("---|");
+    }
+    println!("{head}\n{rule}");
     for (w, results) in &cases {
         let ops: Vec<f64> = results.iter().map(|rs| median(rs.iter().map(RunResult::ops_per_sec).collect())).collect();
         let p50: Vec<f64> =
             results.iter().map(|rs| median(rs.iter().map(|r| r.percentile_us(50.0)).collect())).collect();
         let p99: Vec<f64> =
             results.iter().map(|rs| median(rs.iter().map(|r| r.percentile_us(99.0)).collect())).collect();
-        println!(
-            "| {} | {:.0}% | {:.0} | {:.0} | {:.2} | {:.0} / {:.0} | {:.0} / {:.0} |",
-            w.dist,
-            w.set_ratio * 100.0,
-            ops[0],
-            ops[1],
-            ops[1] / ops[0],
-            p50[0],
-            p99[0],
-            p50[1],
-            p99[1]
-        );
+        let mut row = format!("| {} | {:.0}% |", w.dist, w.set_ratio * 100.0);
+        for i in 0..ops.len() {
+            row.push_str(&format!(" {:.0} |", ops[i]));
+            if i > 0 {
+                row.push_str(&format!(" {:.2} |", ops[i] / ops[0]));
+            }
+        }
+        for i in 0..ops.len() {
+            row.push_str(&format!(" {:.0} / {:.0} |", p50[i], p99[i]));
+        }
+        println!("{row}");
     }
     drop(servers);
     Ok(())

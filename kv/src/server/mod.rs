@@ -10,6 +10,7 @@ mod reactor;
 pub mod report;
 mod shards;
 mod shared;
+mod wake;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -103,6 +104,7 @@ impl Server {
                 trusts: trusts.clone(),
                 shard_workers: shard_workers.clone(),
                 workers: threads,
+                connection_workers: conn_workers,
             };
             workers.push(runtime.spawn_on(index, move || reactor::run(init)));
         }

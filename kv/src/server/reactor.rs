@@ -9,16 +9,19 @@
 //! Back in the fiber, it writes the replies out.
 //!
 //! A fiber must never block its thread while the thread has work, since
-//! the thread is also a trustee. So the worker blocks in its poller only
-//! when it has no request in flight and nothing to do, and it announces
-//! that in its `sleeping` flag first. Any worker with requests outstanding
-//! on a sleeping worker's shard wakes it through its `mio::Waker` (it keeps
-//! checking for as long as it waits, so a wake-up cannot be lost), and a
-//! sleep never lasts more than [`SLEEP_MAX`] in any case.
+//! the thread is also a trustee. So a worker blocks in its poller only when
+//! it has nothing to do: no input, no replies to write, and no request in
+//! flight, or only requests in flight to trustees that are themselves
+//! connection workers (they wake it when they answer; see [`super::wake`]).
+//! It first keeps polling for `--idle-spin-us` (nothing in flight) or
+//! `--wait-spin-us` (waiting for answers), yielding the core between
+//! rounds. A worker with requests outstanding on a sleeping worker's shard
+//! wakes it through its `mio::Waker`, and a sleep never lasts more than
+//! [`SLEEP_MAX`] in any case.
 
 use std::io::{ErrorKind, Write};
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +34,7 @@ use super::dispatch::Env;
 use super::local::{ConnShared, Local};
 use super::shards::Shards;
 use super::shared::Shared;
+use super::wake;
 use crate::clock;
 use crate::protocol::text::Limits;
 use crate::store::Shard;
@@ -64,6 +68,8 @@ pub struct Init {
     pub shard_workers: Vec<usize>,
     /// Worker threads in the runtime.
     pub workers: usize,
+    /// Workers that serve connections (the first ones).
+    pub connection_workers: usize,
 }
 
 struct Reactor {
@@ -80,6 +86,9 @@ struct Reactor {
     next_target: usize,
     limits: Limits,
     spin: Duration,
+    wait_spin: Duration,
+    workers: usize,
+    connection_workers: usize,
 }
 
 /// Runs a connection worker until the server stops.
@@ -90,8 +99,11 @@ pub fn run(init: Init) {
         listeners: init.listeners,
         limits: Limits { item_size_max: init.shared.config.item_size_max },
         spin: Duration::from_micros(init.shared.config.idle_spin_us),
+        wait_spin: Duration::from_micros(init.shared.config.wait_spin_us),
         shared: init.shared,
-        shards: Shards::new(init.trusts, init.shard_workers),
+        shards: Shards::new(init.trusts, init.shard_workers, init.index),
+        workers: init.workers,
+        connection_workers: init.connection_workers,
         local: Rc::new(Local::new(init.workers)),
         conns: Vec::new(),
         free: Vec::new(),
@@ -111,28 +123,26 @@ pub fn run(init: Init) {
 impl Reactor {
     fn main_loop(&mut self) {
         let mut events = Events::with_capacity(1024);
-        let mut idle_since: Option<Instant> = None;
+        let mut quiet_since: Option<Instant> = None;
         loop {
             clock::tick();
             if self.shared.stop.load(Ordering::Acquire) {
                 return;
             }
-            let busy = self.local.total() > 0 || !self.backlog.is_empty() || self.local.has_ready();
-            let sleep = !busy
-                && match idle_since {
-                    None => {
-                        idle_since = Some(Instant::now());
-                        self.spin.is_zero()
-                    }
-                    Some(t) => t.elapsed() >= self.spin,
-                };
-            let me = &self.shared.peers[self.index];
-            if sleep {
-                me.sleeping.store(true, Ordering::SeqCst);
+            let work = !self.backlog.is_empty() || self.local.has_ready();
+            let mut sleep = false;
+            if work {
+                quiet_since = None;
+            } else {
+                let since = *quiet_since.get_or_insert_with(Instant::now);
+                let spin = if self.local.total() == 0 { self.spin } else { self.wait_spin };
+                if self.may_sleep() && since.elapsed() >= spin {
+                    sleep = self.prepare_sleep();
+                }
             }
             let polled = self.poll.poll(&mut events, Some(if sleep { SLEEP_MAX } else { Duration::ZERO }));
             if sleep {
-                me.sleeping.store(false, Ordering::SeqCst);
+                self.shared.peers[self.index].sleeping.store(false, Ordering::SeqCst);
                 clock::tick();
             }
             if let Err(e) = polled {
@@ -173,17 +183,59 @@ impl Reactor {
             // Let the worker thread flush our requests, serve its shard and
             // run the callbacks of answered requests.
             gossamer::yield_now();
-            let wrote = self.write_ready();
+            self.notify_served();
+            did |= self.write_ready();
             self.wake_peers();
-            if did || busy {
-                idle_since = None;
-            }
-            if !did && !wrote && self.local.total() > 0 {
+            if did {
+                quiet_since = None;
+            } else if self.local.total() > 0 && !sleep {
                 // Only waiting for other trustees: let them (or the
                 // clients) have the core if they are short of one.
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// Whether blocking in the poller is allowed: nothing in flight, or
+    /// only requests to trustees whose connection workers will wake us.
+    fn may_sleep(&self) -> bool {
+        self.local.total() == 0 || (self.connection_workers..self.workers).all(|w| self.local.outstanding(w) == 0)
+    }
+
+    /// Announces that this worker is about to block and has a last look.
+    /// Returns false (and takes the announcement back) if that found work.
+    fn prepare_sleep(&mut self) -> bool {
+        let me = &self.shared.peers[self.index];
+        me.sleeping.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let total = self.local.total();
+        gossamer::yield_now();
+        let served = self.notify_served();
+        self.wake_peers();
+        let me = &self.shared.peers[self.index];
+        if served || self.local.total() != total || self.local.has_ready() || me.has_inbox.load(Ordering::SeqCst) {
+            me.sleeping.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Wakes the sleeping workers whose requests this thread has just
+    /// answered. Returns whether it answered any.
+    fn notify_served(&self) -> bool {
+        let mask = wake::take_served() & !wake::bit(self.index);
+        if mask == 0 {
+            return false;
+        }
+        fence(Ordering::SeqCst);
+        for (w, peer) in self.shared.peers.iter().enumerate() {
+            if w != self.index && mask & wake::bit(w) != 0 && peer.sleeping.load(Ordering::SeqCst) {
+                if let Err(e) = peer.waker.wake() {
+                    tracing::warn!("cannot wake worker {w}: {e}");
+                }
+            }
+        }
+        true
     }
 
     /// Gives connection `slot` a turn at its input.
@@ -230,6 +282,7 @@ impl Reactor {
         if self.local.total() == 0 {
             return;
         }
+        fence(Ordering::SeqCst);
         for (w, peer) in self.shared.peers.iter().enumerate() {
             if w != self.index && self.local.outstanding(w) > 0 && peer.sleeping.load(Ordering::SeqCst) {
                 if let Err(e) = peer.waker.wake() {

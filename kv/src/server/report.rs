@@ -182,6 +182,7 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("flush_enabled", &"yes");
     s.stat("dedicated_trustees", &cfg.dedicated_trustees);
     s.stat("idle_spin_us", &cfg.idle_spin_us);
+    s.stat("wait_spin_us", &cfg.wait_spin_us);
 }
 
 fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {

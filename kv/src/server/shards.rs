@@ -11,19 +11,22 @@ use gossamer::Trust;
 
 use super::local::ConnShared;
 use super::outq::{Ctx, Reply};
+use super::wake;
 use crate::store::{shard_of, Op, Outcome, Shard};
 
 /// The shards as seen from one connection worker.
 pub struct Shards {
     trusts: Vec<Trust<Shard>>,
     workers: Vec<usize>,
+    origin: usize,
 }
 
 impl Shards {
-    /// Shards `trusts`, where shard `i` lives on worker `workers[i]`.
-    pub fn new(trusts: Vec<Trust<Shard>>, workers: Vec<usize>) -> Shards {
+    /// Shards `trusts`, where shard `i` lives on worker `workers[i]`, as
+    /// seen from worker `origin`.
+    pub fn new(trusts: Vec<Trust<Shard>>, workers: Vec<usize>, origin: usize) -> Shards {
         assert_eq!(trusts.len(), workers.len());
-        Shards { trusts, workers }
+        Shards { trusts, workers, origin }
     }
 
     /// The shard owning `key`.
@@ -40,11 +43,15 @@ impl Shards {
         conn.local.begin(w);
         conn.pending.set(conn.pending.get() + 1);
         let c = conn.clone();
+        let origin = self.origin;
         self.trusts[shard].apply_with_then(
-            // A panic here would skip `then` and stall the connection, and
-            // the runtime has no `try_` form of `apply_with_then`: catch it
-            // on the trustee and answer with an error instead.
-            |s: &mut Shard, op: Op| catch_unwind(AssertUnwindSafe(|| s.run(op))).unwrap_or(Outcome::Failed),
+            move |s: &mut Shard, op: Op| {
+                wake::note_served(origin);
+                // A panic here would skip `then` and stall the connection,
+                // and the runtime has no `try_` form of `apply_with_then`:
+                // catch it on the trustee and answer with an error instead.
+                catch_unwind(AssertUnwindSafe(|| s.run(op))).unwrap_or(Outcome::Failed)
+            },
             op,
             move |outcome| {
                 c.local.end(w);
