@@ -75,7 +75,7 @@ fn compare_runs_both_servers() {
     let out = output_within(cmd, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for row in ["| uniform | 1% |", "| uniform | 10% |", "| zipf | 1% |", "| zipf | 10% |"] {
+    for row in ["| 1000 uniform | 1% |", "| 1000 uniform | 10% |", "| 1000 zipf | 1% |", "| 1000 zipf | 10% |"] {
         assert!(stdout.contains(row), "missing {row} in\n{stdout}");
     }
 }

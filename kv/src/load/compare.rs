@@ -34,6 +34,12 @@ pub struct CompareArgs {
     /// Key distributions to run.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "uniform,zipf")]
     pub dists: Vec<Dist>,
+    /// Key-space size for uniform runs (default: --keys).
+    #[arg(long)]
+    pub uniform_keys: Option<u64>,
+    /// Key-space size for Zipf runs (default: --keys).
+    #[arg(long)]
+    pub zipf_keys: Option<u64>,
     /// Set ratios to run.
     #[arg(long, value_delimiter = ',', default_value = "0.01,0.1")]
     pub set_ratios: Vec<f64>,
@@ -148,7 +154,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Runs the comparison and prints a Markdown table of medians.
 pub fn compare(a: &CompareArgs) -> io::Result<()> {
     let servers = start_servers(a)?;
-    let keys = a.workload.keys;
+    let keys_of = |d: Dist| match d {
+        Dist::Uniform => a.uniform_keys.unwrap_or(a.workload.keys),
+        Dist::Zipf => a.zipf_keys.unwrap_or(a.workload.keys),
+    };
+    let keys = a.dists.iter().map(|&d| keys_of(d)).max().unwrap_or(a.workload.keys);
     for s in &servers {
         let t0 = Instant::now();
         driver::prefill(s.addr, keys, a.workload.value_size)?;
@@ -157,7 +167,7 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
     let mut cases: Vec<(Workload, Vec<Vec<RunResult>>)> = Vec::new();
     for &dist in &a.dists {
         for &set_ratio in &a.set_ratios {
-            let w = Workload { dist, set_ratio, ..a.workload.clone() };
+            let w = Workload { dist, set_ratio, keys: keys_of(dist), ..a.workload.clone() };
             cases.push((w, vec![Vec::new(); servers.len()]));
         }
     }
@@ -185,14 +195,13 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
     }
     let w0 = &a.workload;
     println!(
-        "\n{} cores; servers: -t {} -m {}; client: {} threads x {} conns x depth {}, {} keys, {} B values, {} s runs (after {} s warm-up), medians of {}\n",
+        "\n{} cores; servers: -t {} -m {}; client: {} threads x {} conns x depth {}, {} B values, {} s runs (after {} s warm-up), medians of {}\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         a.server_threads,
         a.memory_mb,
         w0.threads,
         w0.conns,
         w0.depth,
-        keys,
         w0.value_size,
         w0.duration,
         w0.warmup,
@@ -220,7 +229,7 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
             results.iter().map(|rs| median(rs.iter().map(|r| r.percentile_us(50.0)).collect())).collect();
         let p99: Vec<f64> =
             results.iter().map(|rs| median(rs.iter().map(|r| r.percentile_us(99.0)).collect())).collect();
-        let mut row = format!("| {} | {:.0}% |", w.dist, w.set_ratio * 100.0);
+        let mut row = format!("| {} {} | {:.0}% |", w.keys, w.dist, w.set_ratio * 100.0);
         for i in 0..ops.len() {
             row.push_str(&format!(" {:.0} |", ops[i]));
             if i > 0 {
