@@ -80,7 +80,21 @@ fn free_port() -> io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
+/// Makes the child die with this process, so that no server outlives an
+/// interrupted comparison.
+fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
+
 fn start(name: String, mut cmd: Command, port: u16) -> io::Result<ServerProc> {
+    die_with_parent(&mut cmd);
     let child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::null())

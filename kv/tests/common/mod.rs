@@ -14,6 +14,18 @@ use std::time::{Duration, Instant};
 /// Longest wait for any single reply.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Makes the child die with the test process, even if that is killed.
+fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches no memory of ours.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        })
+    }
+}
+
 /// A server process, killed on drop.
 pub struct Proc {
     child: Child,
@@ -31,7 +43,7 @@ impl Drop for Proc {
 impl Proc {
     /// Starts `gossamer-kv` with `args` on an ephemeral loopback port.
     pub fn kv(args: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gossamer-kv"))
+        let mut child = die_with_parent(&mut Command::new(env!("CARGO_BIN_EXE_gossamer-kv")))
             .args(["-p", "0", "-l", "127.0.0.1"])
             .args(args)
             .stdin(Stdio::null())
@@ -70,6 +82,7 @@ impl Proc {
         for _ in 0..5 {
             let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
             let mut cmd = Command::new("memcached");
+            die_with_parent(&mut cmd);
             cmd.args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()]).args(args);
             // SAFETY: geteuid has no preconditions.
             if unsafe { libc::geteuid() } == 0 {
