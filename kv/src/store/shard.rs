@@ -362,11 +362,12 @@ impl Shard {
         }
         let new_cas = self.last_cas.wrapping_add(self.cas_step);
         let Some(it) = self.bump(&key, now) else { return Outcome::NotFound };
-        if cas != 0 && it.cas != cas {
-            return Outcome::Exists;
-        }
+        // memcached's order: an empty value, then the CAS value, then the number.
         if it.data.is_empty() {
             return Outcome::NonNumeric;
+        }
+        if cas != 0 && it.cas != cas {
+            return Outcome::Exists;
         }
         let Some(old) = numeric::item_value(&it.data) else { return Outcome::NonNumeric };
         let value = if incr { old.wrapping_add(delta) } else { old.saturating_sub(delta) };
