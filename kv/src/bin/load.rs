@@ -1,5 +1,7 @@
 //! `gossamer-kv-load`: load a memcached-compatible server, or compare
-//! gossamer-kv with stock memcached side by side.
+//! gossamer-kv with stock memcached side by side. Exit status: 0 verified,
+//! 2 a run failed verification (an error reply, or a get that missed a
+//! stored key), 1 any other error.
 
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
@@ -44,7 +46,7 @@ struct RunArgs {
     label: String,
 }
 
-fn run(a: &RunArgs) -> std::io::Result<()> {
+fn run(a: &RunArgs) -> std::io::Result<bool> {
     let addr = a
         .server
         .to_socket_addrs()?
@@ -54,13 +56,20 @@ fn run(a: &RunArgs) -> std::io::Result<()> {
         load::prefill(addr, a.workload.keys, a.workload.value_size)?;
     }
     let r = load::run(addr, &a.workload)?;
+    println!("{}", report::machine());
     println!("{}", report::summary(&r));
     let row = report::csv_row(&a.label, &a.server, 0, &a.workload, &r);
     match &a.csv {
         Some(path) => report::append_csv(path, &[row])?,
         None => println!("{}\n{row}", report::CSV_HEADER),
     }
-    Ok(())
+    // Without a prefill, misses are expected; errors never are.
+    let problem =
+        if a.no_prefill { (r.errors > 0).then(|| format!("{} error replies", r.errors)) } else { report::verify(&r) };
+    if let Some(p) = &problem {
+        eprintln!("verification failed: {p}");
+    }
+    Ok(problem.is_none())
 }
 
 fn main() -> ExitCode {
@@ -70,7 +79,8 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => load::compare(a),
     };
     match res {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(2),
         Err(e) => {
             eprintln!("gossamer-kv-load: {e}");
             ExitCode::FAILURE

@@ -165,9 +165,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Runs the comparison and prints a Markdown table of medians.
-pub fn compare(a: &CompareArgs) -> io::Result<()> {
+/// Runs the comparison and prints a Markdown table of medians. Returns
+/// false if a run failed verification (an error reply, or a get that missed
+/// one of the stored keys).
+pub fn compare(a: &CompareArgs) -> io::Result<bool> {
+    println!("{}", report::machine());
     let servers = start_servers(a)?;
+    let mut verified = true;
     let keys_of = |d: Dist| match d {
         Dist::Uniform => a.uniform_keys.unwrap_or(a.workload.keys),
         Dist::Zipf => a.zipf_keys.unwrap_or(a.workload.keys),
@@ -203,14 +207,18 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
                 if let Some(path) = &a.csv {
                     report::append_csv(path, &[report::csv_row("compare", &s.name, a.server_threads, w, &r)])?;
                 }
+                if let Some(problem) = report::verify(&r) {
+                    eprintln!("verification failed for {}: {problem}", s.name);
+                    verified = false;
+                }
                 results[i].push(r);
             }
         }
     }
     let w0 = &a.workload;
     println!(
-        "\n{} cores; servers: -t {} -m {}; client: {} threads x {} conns x depth {}, {} B values, {} s runs (after {} s warm-up), medians of {}\n",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "\n{}; servers: -t {} -m {}; client: {} threads x {} conns x depth {}, {} B values, {} s runs (after {} s warm-up), medians of {}\n",
+        report::machine(),
         a.server_threads,
         a.memory_mb,
         w0.threads,
@@ -256,7 +264,7 @@ pub fn compare(a: &CompareArgs) -> io::Result<()> {
         println!("{row}");
     }
     drop(servers);
-    Ok(())
+    Ok(verified)
 }
 
 #[cfg(test)]

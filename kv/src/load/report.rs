@@ -128,3 +128,36 @@ pub fn append_csv(path: &std::path::Path, rows: &[String]) -> std::io::Result<()
     }
     Ok(())
 }
+
+/// The machine and its load: cores, CPU model, load average.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into());
+    format!("{cores} cores ({cpu}), load average {load}")
+}
+
+/// Checks a run whose keys were all stored beforehand: no error replies,
+/// every get a hit. Returns what is wrong, if anything.
+pub fn verify(r: &RunResult) -> Option<String> {
+    if r.ops == 0 {
+        return Some("no replies".into());
+    }
+    if r.errors > 0 {
+        return Some(format!("{} error replies", r.errors));
+    }
+    if r.gets > 0 && r.hits != r.gets {
+        return Some(format!("{} of {} gets missed stored keys", r.gets - r.hits, r.gets));
+    }
+    None
+}
