@@ -119,6 +119,15 @@ fn same_expectations_hold_for_memcached() {
 }
 
 #[test]
+fn clients_with_one_thread_and_with_more_threads_than_cores() {
+    for threads in ["1", "5"] {
+        let p = Proc::kv(&["-t", threads]);
+        exercise(&p, true);
+        exercise(&p, false);
+    }
+}
+
+#[test]
 fn clients_with_dedicated_trustees() {
     let p = Proc::kv(&["-t", "3", "--dedicated-trustees", "1"]);
     exercise(&p, true);
