@@ -1,7 +1,7 @@
 //! `gossamer-kv`: start the server with memcached's flags, serve until
 //! SIGINT or SIGTERM, then shut down in order.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -17,7 +17,8 @@ fn init_logging(verbose: u8) {
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let ansi = std::io::stderr().is_terminal();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 /// Blocks SIGINT and SIGTERM in this thread and every thread started

@@ -127,15 +127,19 @@ impl Server {
 
     fn stop(&mut self) {
         let Some(runtime) = self.runtime.take() else { return };
+        let start = std::time::Instant::now();
         self.shared.request_stop();
         for w in self.workers.drain(..) {
             if let Err(p) = w.join() {
                 tracing::error!("a connection worker panicked: {}", p.message());
             }
         }
+        tracing::info!("connection workers stopped after {:?}", start.elapsed());
         let report = runtime.shutdown();
-        if !report.clean {
-            tracing::warn!("the runtime did not shut down cleanly");
+        if report.clean {
+            tracing::info!("runtime shut down after {:?}", start.elapsed());
+        } else {
+            tracing::warn!("the runtime did not shut down cleanly ({:?})", start.elapsed());
         }
     }
 }
