@@ -63,6 +63,20 @@ fn apply_then_panics_are_reported_and_try_apply_then_receives_them() {
             r.unwrap_err().message()
         });
         assert_eq!(got, "visible failure");
+        let t3 = t.clone();
+        let got = rt.block_on(move || {
+            let got = std::rc::Rc::new(std::cell::RefCell::new(None));
+            let g = got.clone();
+            t3.try_apply_with_then(
+                |_, v: Vec<u8>| -> usize { panic!("with failure {}", v.len()) },
+                vec![1, 2, 3],
+                move |r| *g.borrow_mut() = Some(r),
+            );
+            t3.apply(|_| ());
+            let r = got.borrow_mut().take().expect("callback ran");
+            r.unwrap_err().message()
+        });
+        assert_eq!(got, "with failure 3");
         assert_eq!(rt.stats().unhandled_panics, 1);
         // A panicking then-callback is reported too, and the thread goes on.
         rt.block_on(move || {

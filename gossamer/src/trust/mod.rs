@@ -448,16 +448,42 @@ impl<T: Send + 'static> Trust<T> {
         U: Transferable,
         G: FnOnce(U) + 'static,
     {
+        self.with_then_impl::<F, V, U, G, PlainThen>(f, w, then)
+    }
+
+    /// Like [`apply_with_then`](Trust::apply_with_then), but `then` always
+    /// runs, with `Err` if `f` panicked on the trustee.
+    #[inline]
+    pub fn try_apply_with_then<F, V, U, G>(&self, f: F, w: V, then: G)
+    where
+        F: FnOnce(&mut T, V) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        V: Transferable,
+        U: Transferable,
+        G: FnOnce(Result<U, Panicked>) + 'static,
+    {
+        self.with_then_impl::<F, V, U, G, TryThen>(f, w, then)
+    }
+
+    #[inline]
+    fn with_then_impl<F, V, U, G, K>(&self, f: F, w: V, then: G)
+    where
+        F: FnOnce(&mut T, V) -> U + Send + 'static,
+        V: Transferable,
+        U: Transferable,
+        G: 'static,
+        K: ThenKind<U, G>,
+    {
         match context::current() {
             Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {
                 let t = self.trustee as usize;
                 cw.store_then(t, then);
-                let c = Completion { run: complete_then::<U, G, PlainThen>, data: std::ptr::null() };
+                let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
                 crate::channel::remote::with_serialized(&w, |bytes| {
                     cw.enqueue_remote(t, with_shim::<T, F, V, U>, self.cell.as_ptr().cast(), f, Some(bytes), c)
                 });
             }
-            _ => self.then_impl::<_, U, G, PlainThen>(move |t| f(t, w), then),
+            _ => self.then_impl::<_, U, G, K>(move |t| f(t, w), then),
         }
     }
 
