@@ -86,6 +86,17 @@ fn default_objects(scale: Scale) -> Vec<u64> {
     }
 }
 
+/// One measurement of one variant; returns Mops/s.
+fn measure(s: &Settings, v: Variant, k: usize, traces: &[Trace], rep: usize) -> Result<f64> {
+    match v {
+        Variant::Lock(kind) => with_lock_type!(kind, u64, L => lock_run::run::<L>(s, k, traces, kind, rep)),
+        Variant::Trust { dedicated, issue } => {
+            let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
+            trust_run::run(s, k, traces, placement, issue, rep)
+        }
+    }
+}
+
 pub fn run(s: &Settings, args: &FaaArgs) -> Result<()> {
     let objects = if args.objects.is_empty() { default_objects(s.scale) } else { args.objects.clone() };
     if objects.iter().any(|&k| k == 0 || k > 1 << 31) {
@@ -98,7 +109,7 @@ pub fn run(s: &Settings, args: &FaaArgs) -> Result<()> {
         dists.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
         variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
     );
-    let pb = progress::bar("faa", (dists.len() * objects.len() * variants.len()) as u64);
+    let pb = progress::bar("faa", (dists.len() * objects.len() * variants.len() * s.repeat) as u64);
     for dist in dists {
         let mut sweep = Sweep::new(
             &format!("faa_{}", dist.name()),
@@ -111,27 +122,20 @@ pub fn run(s: &Settings, args: &FaaArgs) -> Result<()> {
         );
         for (xi, &k) in objects.iter().enumerate() {
             let traces = Trace::for_clients(dist, k, s.trace_len, 0, s.seed ^ k, s.threads);
-            for (vi, &v) in variants.iter().enumerate() {
-                pb.set_message(format!("{} K={k} {}", dist.name(), v.name()));
-                let mops = match v {
-                    Variant::Lock(kind) => {
-                        with_lock_type!(kind, u64, L => lock_run::run::<L>(s, k as usize, &traces, kind))
-                    }
-                    Variant::Trust { dedicated, issue } => {
-                        let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
-                        trust_run::run(s, k as usize, &traces, placement, issue)
-                    }
+            // Repetitions outside, variants inside: each repetition is one
+            // pass over every variant, so noise hits them alike.
+            for rep in 0..s.repeat {
+                for (vi, &v) in variants.iter().enumerate() {
+                    pb.set_message(format!("{} K={k} {} #{}", dist.name(), v.name(), rep + 1));
+                    let mops = measure(s, v, k as usize, &traces, rep).map_err(|e| match e {
+                        BenchError::Mismatch(m) => {
+                            BenchError::Mismatch(format!("faa {} K={k} {}: {m}", dist.name(), v.name()))
+                        }
+                        other => other,
+                    })?;
+                    sweep.add(xi, vi, mops);
+                    pb.inc(1);
                 }
-                .map_err(|e| match e {
-                    BenchError::Mismatch(m) => {
-                        BenchError::Mismatch(format!("faa {} K={k} {}: {m}", dist.name(), v.name()))
-                    }
-                    other => other,
-                })?;
-                for m in mops {
-                    sweep.add(xi, vi, m);
-                }
-                pb.inc(1);
             }
         }
         pb.suspend(|| sweep.print());

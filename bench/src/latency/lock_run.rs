@@ -17,22 +17,22 @@ use crate::machine::pin_current;
 use crate::settings::Settings;
 use crate::work::fetch_add;
 
-/// Measures every load `s.repeat` times; returns `[load][rep]`.
+/// Measures every load once (repetition `rep`); returns one sample per load.
 pub fn run<L: Lock<u64>>(
     s: &Settings,
     k: usize,
     traces: &[Trace],
     loads: &[f64],
     kind: LockKind,
+    rep: usize,
     pb: &ProgressBar,
-) -> Result<Vec<Vec<LatSample>>> {
+) -> Result<Vec<LatSample>> {
     let locks: Vec<Padded<L>> = (0..k).map(|_| Padded(L::new(0))).collect();
     let mut total = 0u64;
     let mut out = Vec::with_capacity(loads.len());
     for &load in loads {
         let interval_ns = 1e9 * s.threads as f64 / (load * 1e6);
-        let mut reps = Vec::with_capacity(s.repeat);
-        for rep in 0..s.repeat {
+        {
             let ctl = Control::new();
             let dur_ns = s.duration.as_nanos() as u64;
             let (hist, ops, elapsed) = thread::scope(|sc| {
@@ -80,9 +80,8 @@ pub fn run<L: Lock<u64>>(
                 (hist, ops, start.elapsed())
             });
             total += ops;
-            reps.push(LatSample::from_histogram(&hist, ops, elapsed));
+            out.push(LatSample::from_histogram(&hist, ops, elapsed));
         }
-        out.push(reps);
         pb.inc(1);
     }
     let counted: u64 = locks.iter().map(|l| l.0.with(|v| *v)).sum();

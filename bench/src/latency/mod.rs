@@ -86,27 +86,34 @@ pub fn run(s: &Settings, args: &LatencyArgs) -> Result<()> {
         scenarios.iter().map(|s| s.stem()).collect::<Vec<_>>().join(","),
         variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
     );
-    let pb = progress::bar("latency", (scenarios.len() * variants.len() * loads.len()) as u64);
+    let pb = progress::bar("latency", (scenarios.len() * variants.len() * loads.len() * s.repeat) as u64);
     for sc in &scenarios {
         let traces = Trace::for_clients(sc.dist, sc.objects, s.trace_len, 0, s.seed ^ sc.objects, s.threads);
-        let mut results: Vec<(Variant, Vec<Vec<LatSample>>)> = Vec::new();
-        for &v in &variants {
-            pb.set_message(format!("{} K={} {}", sc.dist.name(), sc.objects, v.name()));
-            let k = sc.objects as usize;
-            let r = match v {
-                Variant::Lock(kind) => {
-                    with_lock_type!(kind, u64, L => lock_run::run::<L>(s, k, &traces, &loads, kind, &pb))
+        // Per variant, `[load][rep]`; repetitions outside, variants inside.
+        let mut results: Vec<(Variant, Vec<Vec<LatSample>>)> =
+            variants.iter().map(|&v| (v, vec![Vec::new(); loads.len()])).collect();
+        for rep in 0..s.repeat {
+            for (v, per_load) in results.iter_mut() {
+                let v = *v;
+                pb.set_message(format!("{} K={} {} #{}", sc.dist.name(), sc.objects, v.name(), rep + 1));
+                let k = sc.objects as usize;
+                let r = match v {
+                    Variant::Lock(kind) => {
+                        with_lock_type!(kind, u64, L => lock_run::run::<L>(s, k, &traces, &loads, kind, rep, &pb))
+                    }
+                    Variant::Trust { dedicated } => {
+                        let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
+                        trust_run::run(s, k, &traces, &loads, placement, rep, &pb)
+                    }
                 }
-                Variant::Trust { dedicated } => {
-                    let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
-                    trust_run::run(s, k, &traces, &loads, placement, &pb)
+                .map_err(|e| match e {
+                    BenchError::Mismatch(m) => BenchError::Mismatch(format!("latency {} {}: {m}", sc.stem(), v.name())),
+                    other => other,
+                })?;
+                for (l, sample) in r.into_iter().enumerate() {
+                    per_load[l].push(sample);
                 }
             }
-            .map_err(|e| match e {
-                BenchError::Mismatch(m) => BenchError::Mismatch(format!("latency {} {}: {m}", sc.stem(), v.name())),
-                other => other,
-            })?;
-            results.push((v, r));
         }
         let rep = report::LatencyReport::new(s, sc, &loads, results);
         pb.suspend(|| rep.print());

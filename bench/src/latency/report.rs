@@ -133,6 +133,7 @@ impl LatencyReport {
         if plots {
             for (suffix, what, pick) in [
                 ("mean", "mean latency (µs)", (|m: &Medians| m.mean) as fn(&Medians) -> f64),
+                ("p50", "median latency (µs)", |m: &Medians| m.p50),
                 ("p999", "p99.9 latency (µs)", |m: &Medians| m.p999),
             ] {
                 let lines: Vec<Line> = self

@@ -32,15 +32,16 @@ fn record(due: u64) {
     tally::complete(0);
 }
 
-/// Measures every load `s.repeat` times; returns `[load][rep]`.
+/// Measures every load once (repetition `rep`); returns one sample per load.
 pub fn run(
     s: &Settings,
     k: usize,
     traces: &[Trace],
     loads: &[f64],
     placement: Placement,
+    rep: usize,
     pb: &ProgressBar,
-) -> Result<Vec<Vec<LatSample>>> {
+) -> Result<Vec<LatSample>> {
     let env = TrustEnv::start(s.threads, placement, s.pin)?;
     let objs = Arc::new(env.entrust_spread(k, |_| 0u64)?);
     let clients = env.clients.len();
@@ -50,8 +51,7 @@ pub fn run(
     let mut out = Vec::with_capacity(loads.len());
     for &load in loads {
         let interval_ns = 1e9 * clients as f64 / (load * 1e6);
-        let mut reps = Vec::with_capacity(s.repeat);
-        for rep in 0..s.repeat {
+        {
             let ctl = Control::new();
             let handles = env.spawn_clients(1, |c, _| {
                 let (objs, ctl) = (objs.clone(), ctl.clone());
@@ -107,9 +107,8 @@ pub fn run(
                 ops += n;
             }
             total += ops;
-            reps.push(LatSample::from_histogram(&hist, ops, elapsed));
+            out.push(LatSample::from_histogram(&hist, ops, elapsed));
         }
-        out.push(reps);
         pb.inc(1);
     }
     let counted: u64 = env.fold_local(&objs, 0u64, |a, v: &mut u64| a + *v)?.into_iter().sum();

@@ -12,21 +12,19 @@ use crate::keys::{is_write, key, Trace};
 use crate::machine::pin_current;
 use crate::settings::Settings;
 
-/// Runs `s.repeat` measurements; returns Mops/s of each.
-pub fn run(s: &Settings, kind: MapKind, p: Point, traces: &[Trace]) -> Result<Vec<f64>> {
+/// One measurement (repetition `rep`); returns Mops/s.
+pub fn run(s: &Settings, kind: MapKind, p: Point, traces: &[Trace], rep: usize) -> Result<f64> {
     match kind {
-        MapKind::DashMap => run_map::<dashmap::DashMap<u64, Value>>(s, "dashmap", p, traces),
-        MapKind::Scc => run_map::<scc::HashMap<u64, Value>>(s, "scc", p, traces),
-        MapKind::Mutex512 => run_map::<MutexShards>(s, "mutex-512", p, traces),
-        MapKind::RwLock512 => run_map::<RwLockShards>(s, "rwlock-512", p, traces),
+        MapKind::DashMap => run_map::<dashmap::DashMap<u64, Value>>(s, "dashmap", p, traces, rep),
+        MapKind::Scc => run_map::<scc::HashMap<u64, Value>>(s, "scc", p, traces, rep),
+        MapKind::Mutex512 => run_map::<MutexShards>(s, "mutex-512", p, traces, rep),
+        MapKind::RwLock512 => run_map::<RwLockShards>(s, "rwlock-512", p, traces, rep),
     }
 }
 
-fn run_map<M: SharedMap>(s: &Settings, name: &str, p: Point, traces: &[Trace]) -> Result<Vec<f64>> {
+fn run_map<M: SharedMap>(s: &Settings, name: &str, p: Point, traces: &[Trace], rep: usize) -> Result<f64> {
     let map = M::prefilled(p.size, s.threads);
-    let mut total = Work::default();
-    let mut mops = Vec::with_capacity(s.repeat);
-    for rep in 0..s.repeat {
+    {
         let ctl = Control::new();
         let (work, secs) = thread::scope(|sc| {
             let handles: Vec<_> = (0..s.threads)
@@ -61,9 +59,7 @@ fn run_map<M: SharedMap>(s: &Settings, name: &str, p: Point, traces: &[Trace]) -
                 handles.into_iter().map(|h| h.join().expect("map thread panicked")).fold(Work::default(), |a, b| a + b);
             (work, start.elapsed().as_secs_f64())
         });
-        total = total + work;
-        mops.push(work.ops as f64 / secs / 1e6);
+        verify(name, map.audit(), p.size, work, s.fault)?;
+        Ok(work.ops as f64 / secs / 1e6)
     }
-    verify(name, map.audit(), p.size, total, s.fault)?;
-    Ok(mops)
 }

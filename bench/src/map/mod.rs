@@ -87,13 +87,13 @@ fn default_writes(scale: Scale) -> Vec<u32> {
     }
 }
 
-/// Measures one variant at one point; returns Mops/s per repetition.
-fn measure(s: &Settings, v: Variant, p: Point, traces: &[Trace]) -> Result<Vec<f64>> {
+/// One measurement of one variant at one point; returns Mops/s.
+fn measure(s: &Settings, v: Variant, p: Point, traces: &[Trace], rep: usize) -> Result<f64> {
     match v {
-        Variant::Locked(kind) => locked_run::run(s, kind, p, traces),
+        Variant::Locked(kind) => locked_run::run(s, kind, p, traces, rep),
         Variant::Trust { dedicated, issue } => {
             let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
-            trust_run::run(s, placement, issue, p, traces)
+            trust_run::run(s, placement, issue, p, traces, rep)
         }
     }
 }
@@ -118,7 +118,7 @@ pub fn run(s: &Settings, args: &MapArgs) -> Result<()> {
         dists.iter().map(|d| d.name()).collect::<Vec<_>>().join(","),
         variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(",")
     );
-    let pb = progress::bar("map", (dists.len() * (sizes.len() + writes.len()) * variants.len()) as u64);
+    let pb = progress::bar("map", (dists.len() * (sizes.len() + writes.len()) * variants.len() * s.repeat) as u64);
     for &dist in &dists {
         for by_size in [true, false] {
             let (stem, title, x_label, log_x, xs) = if by_size {
@@ -161,22 +161,29 @@ pub fn run(s: &Settings, args: &MapArgs) -> Result<()> {
                     s.seed ^ p.size ^ (p.write_pct as u64) << 40,
                     s.threads,
                 );
-                for (vi, &v) in variants.iter().enumerate() {
-                    pb.set_message(format!("{} size={} writes={}% {}", dist.name(), p.size, p.write_pct, v.name()));
-                    let mops = measure(s, v, p, &traces).map_err(|e| match e {
-                        BenchError::Mismatch(m) => BenchError::Mismatch(format!(
-                            "map {} size={} writes={}% {}: {m}",
+                for rep in 0..s.repeat {
+                    for (vi, &v) in variants.iter().enumerate() {
+                        pb.set_message(format!(
+                            "{} size={} writes={}% {} #{}",
                             dist.name(),
                             p.size,
                             p.write_pct,
-                            v.name()
-                        )),
-                        other => other,
-                    })?;
-                    for m in mops {
-                        sweep.add(xi, vi, m);
+                            v.name(),
+                            rep + 1
+                        ));
+                        let mops = measure(s, v, p, &traces, rep).map_err(|e| match e {
+                            BenchError::Mismatch(m) => BenchError::Mismatch(format!(
+                                "map {} size={} writes={}% {}: {m}",
+                                dist.name(),
+                                p.size,
+                                p.write_pct,
+                                v.name()
+                            )),
+                            other => other,
+                        })?;
+                        sweep.add(xi, vi, mops);
+                        pb.inc(1);
                     }
-                    pb.inc(1);
                 }
             }
             pb.suspend(|| sweep.print());

@@ -27,8 +27,8 @@ fn build_shard(i: usize, n: usize, size: u64) -> Shard {
     m
 }
 
-/// Runs `s.repeat` measurements; returns Mops/s of each.
-pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &[Trace]) -> Result<Vec<f64>> {
+/// One measurement (repetition `rep`); returns Mops/s.
+pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &[Trace], rep: usize) -> Result<f64> {
     let env = TrustEnv::start(s.threads, placement, s.pin)?;
     let n = env.trustees.len();
     let size = p.size;
@@ -38,9 +38,7 @@ pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &
         Issue::Async => 1,
     };
     let window = s.window;
-    let mut total = Work::default();
-    let mut mops = Vec::with_capacity(s.repeat);
-    for rep in 0..s.repeat {
+    {
         let ctl = Control::new();
         let handles = env.spawn_clients(per_worker, |c, f| {
             let (shards, ctl) = (shards.clone(), ctl.clone());
@@ -103,15 +101,13 @@ pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &
         for r in results {
             work = work + r.map_err(BenchError::Mismatch)?;
         }
-        total = total + work;
-        mops.push(work.ops as f64 / secs / 1e6);
+        let audit = env
+            .fold_local(&shards, Audit::default(), |a, m: &mut Shard| a + Audit::of(m))?
+            .into_iter()
+            .fold(Audit::default(), |a, b| a + b);
+        drop(env);
+        drop(shards);
+        verify("Trust map", audit, p.size, work, s.fault)?;
+        Ok(work.ops as f64 / secs / 1e6)
     }
-    let audit = env
-        .fold_local(&shards, Audit::default(), |a, m: &mut Shard| a + Audit::of(m))?
-        .into_iter()
-        .fold(Audit::default(), |a, b| a + b);
-    drop(env);
-    drop(shards);
-    verify("Trust map", audit, p.size, total, s.fault)?;
-    Ok(mops)
 }

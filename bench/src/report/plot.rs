@@ -111,7 +111,8 @@ pub fn lines(
             }
             chart
                 .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
+                // Latency curves shoot up on the right; throughput curves fall there.
+                .position(if log_y { SeriesLabelPosition::UpperLeft } else { SeriesLabelPosition::UpperRight })
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK)
                 .label_font(("sans-serif", 15))

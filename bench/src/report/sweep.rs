@@ -69,11 +69,21 @@ impl Sweep {
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }
 
-    /// Median of `series` over the best baseline's median at `x`.
+    /// The Trust-over-best-baseline ratio of `series` at `x`: in every
+    /// repetition, its value over the best baseline value of that same
+    /// repetition; the median of those.
     pub fn ratio(&self, x: usize, series: usize) -> Option<f64> {
-        let (_, best) = self.best_baseline(x)?;
-        let m = self.median(x, series)?;
-        (best > 0.0).then(|| m / best)
+        let baselines: Vec<&Vec<f64>> =
+            (0..self.series.len()).filter(|&b| !self.series[b].trust).map(|b| &self.samples[x][b]).collect();
+        let ratios: Vec<f64> = self.samples[x][series]
+            .iter()
+            .enumerate()
+            .filter_map(|(r, &v)| {
+                let best = baselines.iter().filter_map(|b| b.get(r).copied()).fold(f64::NAN, f64::max);
+                (best > 0.0).then(|| v / best)
+            })
+            .collect();
+        median(&ratios)
     }
 
     pub fn render(&self) -> String {
@@ -94,10 +104,10 @@ impl Sweep {
             t.row(row);
         }
         format!(
-            "\n{} — median {} over repetitions; (Nx) = Trust over the best baseline at the same {}\n{}",
+            "\n{} — median {} over repetitions; (Nx) = median over repetitions of Trust over the best baseline \
+             of the same repetition\n{}",
             self.title,
             self.y_label,
-            self.x_label,
             t.render()
         )
     }
@@ -188,11 +198,13 @@ mod tests {
             Series { name: "b".into(), trust: false },
         ];
         let mut s = Sweep::new("x", "x", "objects", true, "Mops/s", series, vec![1]);
-        for (i, v) in [(0, 10.0), (0, 12.0), (0, 11.0), (1, 2.0), (2, 5.0), (2, 4.0)] {
+        // Three repetitions; the best baseline differs between them.
+        for (i, v) in [(0, 10.0), (0, 12.0), (0, 11.0), (1, 2.0), (1, 6.0), (1, 1.0), (2, 5.0), (2, 4.0), (2, 5.5)] {
             s.add(0, i, v);
         }
-        assert_eq!(s.best_baseline(0), Some((2, 4.5)));
-        assert!((s.ratio(0, 0).unwrap() - 11.0 / 4.5).abs() < 1e-9);
-        assert!(s.render().contains("(2.44x)"));
+        assert_eq!(s.best_baseline(0), Some((2, 5.0)));
+        // Per repetition: 10/5, 12/6, 11/5.5 — all 2.
+        assert!((s.ratio(0, 0).unwrap() - 2.0).abs() < 1e-9);
+        assert!(s.render().contains("(2.00x)"));
     }
 }
