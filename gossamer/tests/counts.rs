@@ -143,3 +143,35 @@ fn a_single_worker_runtime_works_through_the_local_shortcut() {
         assert_eq!(v, 1001);
     });
 }
+
+#[test]
+fn a_fiber_using_only_its_own_trustee_does_not_starve_remote_clients() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    within(60, || {
+        let rt = rt(2);
+        let t = rt.trustee(0).entrust(0u64);
+        let t2 = t.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        // A fiber on worker 0 hammers its own trustee through the local
+        // shortcut, never waiting on anything, until the remote client is
+        // done: the worker must still serve the remote client's requests.
+        let local = rt.spawn_on(0, move || {
+            let mut n = 0u64;
+            while !stop2.load(Ordering::Relaxed) {
+                t.apply(|v| *v += 1);
+                n += 1;
+            }
+            n
+        });
+        let remote = rt.spawn_on(1, move || {
+            for _ in 0..2000 {
+                t2.apply(|v| *v += 1);
+            }
+        });
+        remote.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert!(local.join().unwrap() > 0);
+    });
+}

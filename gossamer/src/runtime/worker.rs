@@ -82,6 +82,8 @@ pub(crate) struct Worker {
     live: Cell<usize>,
     rr: Cell<usize>,
     quiet: Cell<bool>,
+    /// Local-shortcut `apply` calls since the running fiber last suspended.
+    local_streak: Cell<u32>,
 }
 
 /// Restores the delegated-context flag when dropped.
@@ -131,6 +133,7 @@ impl Worker {
             live: Cell::new(0),
             rr: Cell::new(index),
             quiet: Cell::new(false),
+            local_streak: Cell::new(0),
             shared,
         }
     }
@@ -202,6 +205,21 @@ impl Worker {
         self.ready.borrow_mut().push_back(fiber);
     }
 
+    /// Counts a local-shortcut `apply` by the running fiber; every
+    /// `LOCAL_TURN`-th in a row, the fiber yields so that the worker's
+    /// other fibers, and its trustee duties, are not starved.
+    #[inline]
+    pub(crate) fn local_turn(&self) {
+        const LOCAL_TURN: u32 = 64;
+        let n = self.local_streak.get() + 1;
+        if n >= LOCAL_TURN {
+            self.local_streak.set(0);
+            self.yield_now();
+        } else {
+            self.local_streak.set(n);
+        }
+    }
+
     /// Puts the running fiber at the back of the ready queue.
     pub(crate) fn yield_now(&self) {
         if fiber::in_fiber() && !self.delegated.get() {
@@ -217,6 +235,7 @@ impl Worker {
             let mut f =
                 self.fibers.borrow_mut()[id as usize].take().expect("gossamer: woke a fiber that is not suspended");
             self.current.set(id);
+            self.local_streak.set(0);
             let done = f.resume();
             self.current.set(NO_FIBER);
             if done {

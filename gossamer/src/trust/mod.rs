@@ -280,6 +280,9 @@ impl<T: Send + 'static> Trust<T> {
             Ctx::Worker(w) => {
                 w.check_may_block();
                 if w.index == self.trustee as usize {
+                    // A fiber that only ever hits its own trustee would
+                    // never suspend: now and then, let the others run.
+                    w.local_turn();
                     let _g = w.enter_delegated();
                     // SAFETY: we are the trustee and not inside another
                     // closure (checked above): access is exclusive.
