@@ -133,16 +133,9 @@ impl Builder {
         if self.dedicated >= workers {
             return Err(Error::TooManyDedicated { workers, dedicated: self.dedicated });
         }
-        Runtime::start(Config {
-            workers,
-            dedicated: self.dedicated,
-            pin: self.pin,
-            stack_size: self.stack_size.max(16 * 1024),
-            stack_pool: self.stack_pool,
-            worker_stack_size: self.worker_stack_size,
-            idle_spin: self.idle_spin,
-            shutdown_timeout: self.shutdown_timeout,
-            name: self.name,
-        })
+        let dedicated = self.dedicated;
+        let mut config = self.workers(workers).config();
+        config.dedicated = dedicated;
+        Runtime::start(config)
     }
 }

@@ -492,38 +492,7 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Toggles `id` in the property's id set, from wherever we are.
     fn toggle(&self, id: u64) {
-        let cell = SendPtr(self.cell.as_ptr() as *mut property::Header);
-        let t = self.trustee as usize;
-        if let Some(w) = context::current() {
-            if w.shared.id == self.runtime {
-                if w.index == t {
-                    // SAFETY: on the trustee thread; the id set is separate
-                    // from the value a running closure may hold.
-                    unsafe { property::toggle(w, cell.0, id) };
-                } else {
-                    w.send_plain(t, move || {
-                        let cell = cell;
-                        let w = context::current().expect("runtime message outside a worker");
-                        // SAFETY: runs on the trustee thread.
-                        unsafe { property::toggle(w, cell.0, id) }
-                    });
-                }
-                return;
-            }
-        }
-        // A thread outside the runtime (or a worker of another runtime).
-        if let Some(s) = Shared::find(self.runtime) {
-            s.inject(
-                t,
-                Box::new(move || {
-                    let cell = cell;
-                    let w = context::current().expect("injected task outside a worker");
-                    // SAFETY: injected tasks run on the trustee thread.
-                    unsafe { property::toggle(w, cell.0, id) }
-                }),
-            );
-        }
-        // Else the runtime is gone and dropped its properties at shutdown.
+        toggle_anywhere(self.cell.as_ptr() as *mut property::Header, self.trustee as usize, self.runtime, id);
     }
 }
 
@@ -542,11 +511,15 @@ impl<T: Send + 'static> Clone for Trust<T> {
 
 impl<T> Drop for Trust<T> {
     fn drop(&mut self) {
-        drop_trust(self.cell.as_ptr() as *mut property::Header, self.trustee as usize, self.runtime, self.id);
+        toggle_anywhere(self.cell.as_ptr() as *mut property::Header, self.trustee as usize, self.runtime, self.id);
     }
 }
 
-fn drop_trust(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
+/// Toggles `id` in the id set of the property at `h` (trustee `t`): at
+/// once on the trustee, as a message from another worker, through the
+/// injection queue from outside the runtime, or not at all once the runtime
+/// is gone (it dropped its properties).
+fn toggle_anywhere(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
     let cell = SendPtr(h);
     if let Some(w) = context::current() {
         if w.shared.id == runtime {
