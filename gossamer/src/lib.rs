@@ -72,10 +72,12 @@ where
     runtime::spawn_at_worker(w, w.index, f)
 }
 
-/// Starts a fiber on worker `thread` of the calling thread's runtime.
+/// Starts a fiber on worker `thread` of this process. For a thread of any
+/// process of a multi-process program, use [`spawn_with`].
 ///
 /// # Panics
-/// Outside the runtime's threads, or if there is no such worker.
+/// Outside the runtime's threads, if there is no such worker, or if it runs
+/// in another process.
 pub fn spawn_on<F, R>(thread: usize, f: F) -> JoinHandle<R>
 where
     F: FnOnce() -> R + Send + 'static,
@@ -83,6 +85,11 @@ where
 {
     let w = worker();
     assert!(thread < w.shared.n, "gossamer: no worker {thread} (the runtime has {})", w.shared.n);
+    assert!(
+        w.shared.is_local(thread),
+        "gossamer: thread {thread} is in another process; start fibers there with gossamer::spawn_with, which \
+         carries the closure's data as a serializable argument"
+    );
     runtime::spawn_at_worker(w, thread, f)
 }
 
