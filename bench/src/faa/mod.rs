@@ -27,6 +27,18 @@ pub enum Issue {
     Async,
 }
 
+impl Issue {
+    /// The name of a Trust variant issuing this way, on shared or dedicated trustees.
+    pub fn variant_name(self, dedicated: bool) -> &'static str {
+        match (self, dedicated) {
+            (Issue::Apply, false) => "trust-apply",
+            (Issue::Async, false) => "trust-async",
+            (Issue::Apply, true) => "trust-apply-ded",
+            (Issue::Async, true) => "trust-async-ded",
+        }
+    }
+}
+
 /// One line of the plots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
@@ -48,10 +60,7 @@ impl Variant {
 
     pub fn name(self) -> &'static str {
         match self {
-            Variant::Trust { dedicated: false, issue: Issue::Apply } => "trust-apply",
-            Variant::Trust { dedicated: false, issue: Issue::Async } => "trust-async",
-            Variant::Trust { dedicated: true, issue: Issue::Apply } => "trust-apply-ded",
-            Variant::Trust { dedicated: true, issue: Issue::Async } => "trust-async-ded",
+            Variant::Trust { dedicated, issue } => issue.variant_name(dedicated),
             Variant::Lock(k) => k.name(),
         }
     }

@@ -48,10 +48,7 @@ impl Variant {
 
     pub fn name(self) -> &'static str {
         match self {
-            Variant::Trust { dedicated: false, issue: Issue::Apply } => "trust-apply",
-            Variant::Trust { dedicated: false, issue: Issue::Async } => "trust-async",
-            Variant::Trust { dedicated: true, issue: Issue::Apply } => "trust-apply-ded",
-            Variant::Trust { dedicated: true, issue: Issue::Async } => "trust-async-ded",
+            Variant::Trust { dedicated, issue } => issue.variant_name(dedicated),
             Variant::Locked(MapKind::DashMap) => "dashmap",
             Variant::Locked(MapKind::Scc) => "scc",
             Variant::Locked(MapKind::Mutex512) => "mutex-512",
