@@ -33,7 +33,9 @@
 //!
 //! Delegated closures run to completion and may not block: a blocking call
 //! in one panics with a message naming `launch`. They may not capture
-//! references or raw pointers (see [`Delegable`]).
+//! references or raw pointers, and a closure whose trustee is in another
+//! process captures nothing: its data goes as an `apply_with` argument
+//! (see [`Delegable`]).
 #![cfg_attr(feature = "nightly", feature(auto_traits, negative_impls))]
 #![warn(missing_docs)]
 

@@ -3,11 +3,14 @@
 //! `gossamer::main`, which starts the other ranks (copies of this binary).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gossamer::Trust;
+
+mod common;
+use common::programs::{run_program, text};
 
 // ---- the scenarios (run inside the spawned processes) ----------------------
 
@@ -67,11 +70,12 @@ fn ordering() {
                     for s in 0..2000u32 {
                         let seen = seen.clone();
                         let me = gossamer::current_thread();
-                        log.apply_then(
-                            move |l| {
+                        log.apply_with_then(
+                            |l, (who, s): (u32, u32)| {
                                 l.push((who, s));
                                 s
                             },
+                            (who, s),
                             move |s| {
                                 assert_eq!(gossamer::current_thread(), me, "callback on the issuing thread");
                                 seen.borrow_mut().push(s)
@@ -216,60 +220,6 @@ fn scenario_entry() {
 
 // ---- the tests (run the scenarios as programs) ------------------------------
 
-fn tag() -> String {
-    format!("{}-{}", std::process::id(), Instant::now().elapsed().as_nanos() ^ rand_seed())
-}
-
-fn rand_seed() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
-}
-
-/// Processes whose environment carries `GOSSAMER_TEST_TAG=tag`.
-fn survivors(tag: &str) -> Vec<u32> {
-    let needle = format!("GOSSAMER_TEST_TAG={tag}");
-    let mut v = vec![];
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
-        if let Ok(env) = std::fs::read(e.path().join("environ")) {
-            if env.split(|&b| b == 0).any(|kv| kv == needle.as_bytes()) {
-                v.push(pid);
-            }
-        }
-    }
-    v
-}
-
-fn run_program(mut cmd: Command, timeout: Duration) -> (Output, Duration) {
-    let tag = tag();
-    cmd.env("GOSSAMER_TEST_TAG", &tag).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd.spawn().unwrap();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "program hung; output:\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let took = start.elapsed();
-    let out = child.wait_with_output().unwrap();
-    // No process of the program is left behind.
-    let start = Instant::now();
-    while !survivors(&tag).is_empty() && start.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(survivors(&tag), Vec::<u32>::new(), "processes left behind");
-    (out, took)
-}
-
 fn scenario(name: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
@@ -278,10 +228,6 @@ fn scenario(name: &str) -> Command {
         .env_remove("GOSSAMER_RANK")
         .env_remove("GOSSAMER_SIZE");
     cmd
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 fn expect_ok(name: &str) -> String {

@@ -7,6 +7,7 @@ pub(crate) mod matrix;
 pub(crate) mod record;
 pub(crate) mod remote;
 pub(crate) mod slot;
+pub(crate) mod transfer;
 pub(crate) mod word_queue;
 
 pub use record::MAX_INLINE;

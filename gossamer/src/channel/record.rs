@@ -240,7 +240,14 @@ impl<'a> Responder<'a> {
     /// panic's message.
     pub(crate) fn put_remote<U: serde::Serialize>(&mut self, r: thread::Result<U>) {
         match r {
-            Ok(v) => super::remote::with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK)),
+            Ok(v) => {
+                let sent = super::remote::try_with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK));
+                if let Err(msg) = sent {
+                    // The result cannot travel: the caller gets the reason.
+                    drop(v);
+                    self.put_bytes(msg.as_bytes(), TAG_PANIC_MSG, TAG_PANIC_MSG_BULK)
+                }
+            }
             Err(p) => {
                 let msg = crate::error::panic_message(&*p);
                 drop(p);
@@ -358,14 +365,15 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned>(
     rec: *const Word,
     resp_bulk: *const u8,
 ) -> thread::Result<U> {
-    use super::remote::{bytes_at, deserialize};
+    use super::remote::{bytes_at, try_deserialize};
+    let fail = |m: String| -> Box<dyn std::any::Any + Send> { Box::new(m) };
     // SAFETY: the layouts written by `put_bytes`.
     unsafe {
         let len = (*rec.add(1)).assume_init() as usize;
         let bulk = || std::slice::from_raw_parts(resp_bulk.add((*rec.add(2)).assume_init() as usize), len);
         match record_tag(rec) {
-            TAG_SER => Ok(deserialize(bytes_at(rec.add(2), len))),
-            TAG_SER_BULK => Ok(deserialize(bulk())),
+            TAG_SER => try_deserialize(bytes_at(rec.add(2), len)).map_err(fail),
+            TAG_SER_BULK => try_deserialize(bulk()).map_err(fail),
             TAG_PANIC_MSG => Err(Box::new(String::from_utf8_lossy(bytes_at(rec.add(2), len)).into_owned())),
             TAG_PANIC_MSG_BULK => Err(Box::new(String::from_utf8_lossy(bulk()).into_owned())),
             TAG_TOO_LARGE => Err(Box::new(format!(

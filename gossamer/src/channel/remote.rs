@@ -14,6 +14,7 @@
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -105,21 +106,106 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Serializes `v` into the thread's scratch buffer and runs `f` on the bytes.
+/// Serializes `v` into the thread's scratch buffer, framed for another
+/// process (see [`transfer`](super::transfer)), and runs `f` on the bytes.
+///
+/// # Panics
+/// If `v` cannot be serialized (its `Serialize` fails or panics).
 pub(crate) fn with_serialized<V: Serialize + ?Sized, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> R {
-    SCRATCH.with(|s| {
+    match try_with_serialized(v, f) {
+        Ok(r) => r,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// As [`with_serialized`], returning a failure to serialize (an error or a
+/// panic in `v`'s `Serialize`) instead of panicking.
+pub(crate) fn try_with_serialized<V: Serialize + ?Sized, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> Result<R, String> {
+    let encoded = SCRATCH.with(|s| {
         let mut buf = s.take();
         buf.clear();
-        let buf = postcard::to_extend(v, buf).unwrap_or_else(|e| panic!("gossamer: cannot serialize a value: {e}"));
-        let r = f(&buf);
-        s.replace(buf);
-        r
-    })
+        let _ = super::transfer::take_refusal();
+        let mut failed = None;
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            super::transfer::encode(buf, |buf| match postcard::to_extend(v, buf) {
+                Ok(b) => b,
+                Err(e) => {
+                    failed = Some(e.to_string());
+                    Vec::new()
+                }
+            })
+        }));
+        match (out, failed) {
+            (Ok(b), None) => Ok(b),
+            (Ok(_), Some(e)) => Err(format!(
+                "gossamer: cannot serialize a value for another process: {}",
+                super::transfer::take_refusal().map_or(e, str::to_string)
+            )),
+            (Err(p), _) => Err(format!(
+                "gossamer: serializing a value for another process panicked: {}",
+                crate::error::panic_message(&*p)
+            )),
+        }
+    })?;
+    let r = f(&encoded);
+    SCRATCH.with(|s| s.replace(encoded));
+    Ok(r)
 }
 
 /// Deserializes a value written by `with_serialized`.
+///
+/// # Panics
+/// If the bytes do not hold a `V` (or its `Deserialize` refuses them).
 pub(crate) fn deserialize<V: DeserializeOwned>(bytes: &[u8]) -> V {
-    postcard::from_bytes(bytes).unwrap_or_else(|e| panic!("gossamer: malformed value from another process: {e}"))
+    try_deserialize(bytes).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Deserializes a value written by `with_serialized`, or says why not. A
+/// panic in `V`'s `Deserialize` becomes an error too.
+pub(crate) fn try_deserialize<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, String> {
+    let _ = super::transfer::take_refusal();
+    match catch_unwind(AssertUnwindSafe(|| super::transfer::decode(bytes, |b| postcard::from_bytes::<V>(b)))) {
+        Ok(Ok(Ok(v))) => Ok(v),
+        Ok(Ok(Err(e))) => Err(match super::transfer::take_refusal() {
+            Some(why) => format!("gossamer: a value from another process was refused: {why}"),
+            None => format!("gossamer: malformed value from another process: {e}"),
+        }),
+        Ok(Err(e)) => Err(format!("gossamer: malformed value from another process: {e}")),
+        Err(p) => Err(format!(
+            "gossamer: deserializing a value from another process panicked: {}",
+            crate::error::panic_message(&*p)
+        )),
+    }
+}
+
+/// The capture rule at the process boundary: a closure that crosses into
+/// another process must carry no bytes at all.
+///
+/// On stable Rust nothing can prove that the bytes of a closure's captured
+/// environment hold no address (a `&'static str`, a `fn` pointer, a `Copy`
+/// struct holding a reference all pass `Send + Copy + 'static`), and such
+/// an address means nothing in another address space. So a closure bound
+/// for another process may capture nothing (zero-sized: its code is named
+/// by offset, and no byte of it travels); its data goes as the argument of
+/// `apply_with` / `spawn_with`, which serde rebuilds in the receiver. This
+/// runs before anything is queued, in the caller.
+#[inline(always)]
+pub(crate) fn check_crossing<F>(thread: usize) {
+    if std::mem::size_of::<F>() != 0 {
+        refuse_crossing(std::any::type_name::<F>(), std::mem::size_of::<F>(), thread)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn refuse_crossing(name: &str, size: usize, thread: usize) -> ! {
+    panic!(
+        "gossamer: the closure `{name}` captures {size} bytes and its trustee (thread {thread}) is in another \
+         process; a closure that crosses processes must capture nothing, because on stable Rust its captured bytes \
+         cannot be proven free of addresses (a &'static str, a fn pointer, a reference inside a Copy struct), which \
+         would be meaningless there. Pass the data as an argument instead: trust.apply_with(|v, (a, b)| .., (a, b)) \
+         or gossamer::spawn_with(thread, |(a, b)| .., (a, b)); it is serialized and rebuilt in the other process"
+    )
 }
 
 /// Words needed for `len` bytes.

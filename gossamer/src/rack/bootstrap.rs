@@ -14,7 +14,7 @@ use super::launch::{self, Role};
 use super::monitor::Monitor;
 use super::{shm, RackError};
 use crate::runtime::region::{bulk_bytes_for, Region};
-use crate::runtime::shared::Placement;
+use crate::runtime::shared::{new_program_key, Placement};
 use crate::runtime::{Builder, Runtime};
 
 /// How long processes wait for each other while starting.
@@ -63,8 +63,8 @@ fn io_err(what: &str) -> impl FnOnce(io::Error) -> RackError + '_ {
     move |e| RackError::Bootstrap(format!("{what}: {e}"))
 }
 
-fn start_runtime(role: &Role, threads: usize, region: Region) -> Result<Runtime, RackError> {
-    let placement = Placement { rank: role.rank, ranks: ranges(threads, role.size) };
+fn start_runtime(role: &Role, threads: usize, region: Region, key: [u64; 2]) -> Result<Runtime, RackError> {
+    let placement = Placement { rank: role.rank, ranks: ranges(threads, role.size), key };
     let config = Builder::default().workers(placement.local().len()).config();
     Runtime::start_with(config, placement, region).map_err(|e| RackError::Launch(e.to_string()))
 }
@@ -168,9 +168,13 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     // SAFETY: a fresh, zeroed mapping of `len` bytes that every process maps.
     let region = unsafe { Region::from_mapping(base, threads, bulk, true) };
     let ranks: Vec<(u32, u32)> = ranges(threads, role.size).iter().map(|r| (r.start as u32, r.end as u32)).collect();
+    let key = new_program_key();
     for s in conns.iter_mut().flatten() {
-        control::send(s, &Msg::Welcome { shm_name: shm_name.clone(), bulk_bytes: bulk as u64, ranks: ranks.clone() })
-            .map_err(io_err("sending the welcome"))?;
+        control::send(
+            s,
+            &Msg::Welcome { shm_name: shm_name.clone(), bulk_bytes: bulk as u64, ranks: ranks.clone(), key },
+        )
+        .map_err(io_err("sending the welcome"))?;
     }
     for (rank, s) in conns.iter_mut().enumerate().skip(1) {
         let s = s.as_mut().expect("connected");
@@ -182,7 +186,7 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     }
     drop(_unlink); // every process has mapped it
 
-    let rt = start_runtime(&role, threads, region)?;
+    let rt = start_runtime(&role, threads, region, key)?;
     let streams: Vec<UnixStream> = conns.into_iter().skip(1).map(|s| s.expect("connected")).collect();
     let monitor = Monitor::start(rt.shared(), streams, std::mem::take(&mut children.0));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(gsm_main)));
@@ -215,8 +219,8 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
         threads: threads as u32,
     };
     control::send(&mut s, &hello).map_err(io_err("sending the hello"))?;
-    let (shm_name, bulk) = match control::recv_timeout(&mut s, STARTUP).map_err(io_err("waiting for rank 0"))? {
-        Msg::Welcome { shm_name, bulk_bytes, ranks } => {
+    let (shm_name, bulk, key) = match control::recv_timeout(&mut s, STARTUP).map_err(io_err("waiting for rank 0"))? {
+        Msg::Welcome { shm_name, bulk_bytes, ranks, key } => {
             let expect: Vec<(u32, u32)> =
                 ranges(threads, role.size).iter().map(|r| (r.start as u32, r.end as u32)).collect();
             if ranks != expect {
@@ -224,7 +228,7 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
                     "rank 0 laid out threads as {ranks:?}, we expected {expect:?}"
                 )));
             }
-            (shm_name, bulk_bytes as usize)
+            (shm_name, bulk_bytes as usize, key)
         }
         Msg::Refuse { reason } => return Err(RackError::Bootstrap(format!("rank 0 refused the program: {reason}"))),
         m => return Err(RackError::Bootstrap(format!("expected a welcome, got {m:?}"))),
@@ -233,7 +237,7 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     let base = shm::map(&shm_name, len, false).map_err(io_err("cannot map the shared region"))?;
     // SAFETY: rank 0's mapping of `len` bytes, already initialised.
     let region = unsafe { Region::from_mapping(base, threads, bulk, false) };
-    let rt = start_runtime(&role, threads, region)?;
+    let rt = start_runtime(&role, threads, region, key)?;
     control::send(&mut s, &Msg::Ready).map_err(io_err("sending ready"))?;
 
     // Serve until rank 0 stops the program, or dies.

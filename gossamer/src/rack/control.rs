@@ -17,8 +17,9 @@ pub(crate) enum Msg {
     Hello { rank: u32, size: u32, pid: u32, exe_hash: u64, threads: u32 },
     /// Rank 0 refuses the program (mismatched binaries, bad sizes).
     Refuse { reason: String },
-    /// Rank 0 describes the program: the shared region and thread ranges.
-    Welcome { shm_name: String, bulk_bytes: u64, ranks: Vec<(u32, u32)> },
+    /// Rank 0 describes the program: the shared region, thread ranges and
+    /// the program key that authenticates trusts in transit.
+    Welcome { shm_name: String, bulk_bytes: u64, ranks: Vec<(u32, u32)>, key: [u64; 2] },
     /// A process has mapped the region and started its workers.
     Ready,
     /// A process has stopped its workers and is about to exit cleanly.
@@ -62,7 +63,7 @@ mod tests {
     #[test]
     fn messages_round_trip_and_garbage_is_an_error() {
         let (mut a, mut b) = UnixStream::pair().unwrap();
-        let m = Msg::Welcome { shm_name: "/x".into(), bulk_bytes: 4096, ranks: vec![(0, 2), (2, 4)] };
+        let m = Msg::Welcome { shm_name: "/x".into(), bulk_bytes: 4096, ranks: vec![(0, 2), (2, 4)], key: [1, 2] };
         send(&mut a, &m).unwrap();
         assert_eq!(recv(&mut b).unwrap(), m);
         for garbage in [&[0xffu8, 0xff, 0xff][..], &[9], &[]] {
@@ -85,7 +86,7 @@ mod tests {
             for m in [
                 Msg::Hello { rank, size: rank + 1, pid: 7, exe_hash: hash, threads: 2 },
                 Msg::Refuse { reason: name.clone() },
-                Msg::Welcome { shm_name: name.clone(), bulk_bytes: hash, ranks: vec![(0, rank), (rank, rank + 1)] },
+                Msg::Welcome { shm_name: name.clone(), bulk_bytes: hash, ranks: vec![(0, rank), (rank, rank + 1)], key: [hash, 7] },
                 Msg::Ready,
                 Msg::Bye,
             ] {

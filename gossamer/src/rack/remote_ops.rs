@@ -7,7 +7,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use crate::channel::record::{tail_bytes, take_value, value_words, Responder};
-use crate::channel::remote::{deserialize, with_serialized};
+use crate::channel::remote::{try_deserialize, try_with_serialized, with_serialized};
 use crate::channel::slot::Word;
 use crate::runtime::context;
 use crate::runtime::worker::{Completion, Worker};
@@ -45,14 +45,16 @@ pub fn spawn_with<F, A, R>(thread: usize, f: F, arg: A) -> JoinHandle<R>
 where
     F: FnOnce(A) -> R,
     F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through the argument
-    A: Transferable,
-    R: Transferable,
+    A: Transferable, // serialized across processes: must own its data, no reference or pointer
+    R: Transferable, // serialized across processes: must own its data, no reference or pointer
 {
     let w = worker();
     assert!(thread < w.shared.n, "gossamer: no thread {thread} (the program has {})", w.shared.n);
     if w.shared.is_local(thread) {
         return crate::spawn_on(thread, move || f(arg));
     }
+    // Refused before the join state exists or anything is serialized.
+    crate::channel::remote::check_crossing::<F>(thread);
     let (handle, state) = crate::runtime::join::remote_pair::<R>();
     with_serialized(&arg, |bytes| {
         w.enqueue_remote(
@@ -76,18 +78,19 @@ unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Tra
 ) {
     let origin = out.remote().expect("remote spawn from a local client").client;
     // SAFETY: encoded by `spawn_with` for these types.
-    let (f, arg): (F, A) = unsafe {
+    let (f, arg): (F, Result<A, String>) = unsafe {
         let f = take_value::<F>(env as *const Word);
         let tail = (env as *const Word).add(value_words::<F>());
-        (f, deserialize(tail_bytes(tail, out)))
+        (f, try_deserialize(tail_bytes(tail, out)))
     };
     let state = crate::trust::SendPtr(state);
     let body = move || {
         let state = state;
-        let r = catch_unwind(AssertUnwindSafe(|| f(arg)));
-        let r: Result<R, String> = r.map_err(|p| crate::error::panic_message(&*p));
+        // An argument that does not decode fails the join, not this thread.
+        let r: Result<R, String> =
+            arg.and_then(|arg| catch_unwind(AssertUnwindSafe(|| f(arg))).map_err(|p| crate::error::panic_message(&*p)));
         let w = worker();
-        with_serialized(&r, |bytes| {
+        let send = |bytes: &[u8]| {
             w.enqueue_remote(
                 origin,
                 join_shim::<R>,
@@ -96,7 +99,11 @@ unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Tra
                 Some(bytes),
                 Completion { run: complete_ignore, data: ptr::null() },
             )
-        });
+        };
+        // A result that cannot travel still completes the join, with why.
+        if let Err(m) = try_with_serialized(&r, send) {
+            with_serialized(&Err::<R, String>(m), send);
+        }
     };
     worker().spawn_boxed(Box::new(body));
     out.put_any::<()>(Ok(()));
@@ -105,7 +112,7 @@ unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Tra
 /// Back on the spawning thread: completes the join handle.
 unsafe fn join_shim<R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     // SAFETY: encoded by `spawn_shim`: an empty environment, then the result.
-    let r: Result<R, String> = unsafe { deserialize(tail_bytes(env as *const Word, out)) };
+    let r: Result<R, String> = unsafe { try_deserialize(tail_bytes(env as *const Word, out)) }.and_then(|r| r);
     let r = r.map_err(|m| Box::new(m) as Box<dyn std::any::Any + Send>);
     // SAFETY: `state` is the state `remote_pair` leaked for this fiber.
     unsafe { crate::runtime::join::finish_remote::<R>(state.cast_const().cast(), r) };
@@ -130,17 +137,21 @@ pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
     let id = w.new_id();
     let wait = Waiter::<u64>::new(w.current_fiber());
     let c = Completion { run: complete_wake::<u64>, data: wait.as_data() };
-    with_serialized(&value, |bytes| w.enqueue_remote(thread, entrust_shim::<T>, ptr::null_mut(), id, Some(bytes), c));
+    with_serialized(&(id, value), |bytes| {
+        w.enqueue_remote(thread, entrust_shim::<T>, ptr::null_mut(), (), Some(bytes), c)
+    });
     let addr = wait.wait();
     Trust::from_parts(ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr as usize), thread, w.shared.id, id)
 }
 
 /// On the trustee: makes the property and answers its address.
 unsafe fn entrust_shim<T: Transferable>(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
-    // SAFETY: encoded by `entrust_on`: the id, then the value.
-    let (id, value): (u64, T) = unsafe {
-        let id = take_value::<u64>(env as *const Word);
-        (id, deserialize(tail_bytes((env as *const Word).add(1), out)))
+    // SAFETY: encoded by `entrust_on`: no closure bytes, then the id and
+    // the value, serialized.
+    let decoded: Result<(u64, T), String> = unsafe { try_deserialize(tail_bytes(env as *const Word, out)) };
+    let (id, value) = match decoded {
+        Ok(v) => v,
+        Err(m) => return out.put_any::<u64>(Err(Box::new(m))),
     };
     let cell = PropertyCell::new_boxed(value, id);
     // SAFETY: a fresh header, registered once, on its trustee.

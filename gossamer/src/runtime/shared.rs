@@ -37,11 +37,14 @@ pub(crate) struct Placement {
     pub(crate) rank: usize,
     /// Global thread ids of each rank.
     pub(crate) ranks: Vec<Range<usize>>,
+    /// The program's secret, the same in every process: it authenticates
+    /// trusts in transit (see `trust::wire`). Never leaves the program.
+    pub(crate) key: [u64; 2],
 }
 
 impl Placement {
     pub(crate) fn single(workers: usize) -> Self {
-        Placement { rank: 0, ranks: std::iter::once(0..workers).collect() }
+        Placement { rank: 0, ranks: std::iter::once(0..workers).collect(), key: new_program_key() }
     }
 
     pub(crate) fn threads(&self) -> usize {
@@ -75,6 +78,13 @@ pub(crate) struct Shared {
     pub(crate) unhandled_panics: AtomicU64,
     /// Round-robin cursor for placement from outside the runtime.
     pub(crate) outside_rr: AtomicU64,
+}
+
+/// A fresh random program key (from the operating system's generator).
+pub(crate) fn new_program_key() -> [u64; 2] {
+    let mut b = [0u8; 16];
+    getrandom::getrandom(&mut b).expect("gossamer: the operating system gave no random bytes for the program key");
+    [u64::from_le_bytes(b[..8].try_into().expect("8 bytes")), u64::from_le_bytes(b[8..].try_into().expect("8 bytes"))]
 }
 
 static NEXT_RUNTIME: AtomicU64 = AtomicU64::new(1);

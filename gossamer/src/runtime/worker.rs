@@ -252,13 +252,21 @@ impl Worker {
 
     // ----- client side ---------------------------------------------------
 
-    /// Queues a request for trustee `t`; `c` runs when its response arrives.
+    /// Queues a request carrying a user's closure `f` for trustee `t`; `c`
+    /// runs when its response arrives. To another process, `f` must pass
+    /// the capture rule at the process boundary (checked here, before
+    /// anything is queued).
     #[inline]
     pub(crate) fn enqueue<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion) {
         debug_assert_ne!(t, self.index, "requests to oneself take the local shortcut");
         if !self.shared.is_local(t) {
             return self.enqueue_remote(t, shim, prop, f, None, c);
         }
+        self.enqueue_local(t, shim, prop, f, c)
+    }
+
+    #[inline]
+    fn enqueue_local<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion) {
         let mut lane = self.lanes[t].borrow_mut();
         let dst = lane.pending.alloc(request_words::<F>());
         // SAFETY: `alloc` returned room for the whole record.
@@ -266,9 +274,11 @@ impl Worker {
         lane.completions.push_back(c);
     }
 
-    /// Queues a request for trustee `t` in another process: code named by
-    /// offset (or cache index), the closure's bytes, and an optional tail of
-    /// serialized bytes (inline, or later copied to the bulk area).
+    /// Queues a request carrying a user's closure `f` for trustee `t` in
+    /// another process: code named by offset (or cache index), no closure
+    /// bytes (the capture rule at the process boundary, checked here), and
+    /// an optional tail of serialized bytes (inline, or later copied to the
+    /// bulk area).
     pub(crate) fn enqueue_remote<F>(
         &self,
         t: usize,
@@ -278,17 +288,24 @@ impl Worker {
         tail: Option<&[u8]>,
         c: Completion,
     ) {
+        remote::check_crossing::<F>(t);
+        self.encode_remote(t, shim, prop, f, tail, c)
+    }
+
+    /// As `enqueue_remote`, for the runtime's own messages, whose closures
+    /// capture only data meaningful in the receiving process (a property's
+    /// address there, a trust id).
+    fn encode_remote<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, tail: Option<&[u8]>, c: Completion) {
         assert!(
             crate::channel::record::inline_ok::<F>(),
-            "gossamer: a closure capturing {} bytes cannot be sent to another process (at most {}); pass the data \
-             through apply_with",
-            std::mem::size_of::<F>(),
-            crate::channel::record::MAX_INLINE
+            "gossamer: a runtime message of {} bytes cannot be sent to another process",
+            std::mem::size_of::<F>()
         );
         let bulk_bytes = self.shared.region.bulk_bytes();
-        let mut lane = self.lanes[t].borrow_mut();
-        let (code_flags, full) = code_header(&mut lane.code_cache, code_offset(shim));
-        let env_words = value_words::<F>();
+        // Every check that may refuse the request comes before the code
+        // cache is touched: the client's copy of the cache must change only
+        // for a request the trustee will see, or the two fall out of step
+        // and a later cache index would name the wrong code.
         let (tail_words, in_bulk) = match tail {
             None => (0, false),
             Some(b) if b.len() <= MAX_INLINE_TAIL => (1 + remote::byte_words(b.len()), false),
@@ -302,6 +319,9 @@ impl Worker {
                 (2, true)
             }
         };
+        let mut lane = self.lanes[t].borrow_mut();
+        let (code_flags, full) = code_header(&mut lane.code_cache, code_offset(shim));
+        let env_words = value_words::<F>();
         let words = 1 + full as usize + 1 + env_words + tail_words;
         let flags = code_flags | if in_bulk { remote::FLAG_BULK_TAIL } else { 0 };
         let dst = lane.pending.alloc(words);
@@ -391,7 +411,9 @@ impl Worker {
     }
 
     /// Runs `f` on thread `t` of any process, asynchronously (at once if
-    /// `t` is us). `f` is plain data, so it can cross processes.
+    /// `t` is us). For the runtime's own messages only: `f` is plain data
+    /// whose addresses, if any, are the receiver's (a property's address on
+    /// its trustee), so its bytes may cross processes.
     pub(crate) fn send_plain<F: FnOnce() + Send + Copy + 'static>(&self, t: usize, f: F) {
         self.send_any(t, f)
     }
@@ -410,13 +432,14 @@ impl Worker {
                 self.report_panic("runtime message", p);
             }
         } else {
-            self.enqueue(
-                t,
-                thread_shim::<F>,
-                ptr::null_mut(),
-                f,
-                Completion { run: complete_ignore, data: ptr::null() },
-            );
+            let c = Completion { run: complete_ignore, data: ptr::null() };
+            if self.shared.is_local(t) {
+                self.enqueue_local(t, thread_shim::<F>, ptr::null_mut(), f, c);
+            } else {
+                // Only `send_plain` reaches here: its closures are the
+                // runtime's own, capturing addresses of the receiver.
+                self.encode_remote(t, thread_shim::<F>, ptr::null_mut(), f, None, c);
+            }
         }
     }
 

@@ -1,30 +1,62 @@
-//! The capture rule for delegated closures, and the bound on what crosses
-//! the channel as an argument or a result.
-//!
-//! A closure sent to a trustee runs on another thread and, in a multi-process
-//! program, in another address space: its captured environment is copied
-//! byte for byte, so it must hold plain values only — no reference, no raw
-//! pointer, nothing that owns heap memory through one (`String`, `Vec`,
-//! `Box`, a `Trust`). Such data goes through
-//! [`apply_with`](crate::Trust::apply_with) instead, as an explicit argument
-//! that is moved within a process and serialized between processes.
-//!
-//! On stable Rust the rule is `Send + Copy + 'static`: a captured raw pointer
-//! is not `Send`, a captured borrow of a local is not `'static`, and anything
-//! owning heap memory is not `Copy`. Each fails to compile with an error that
-//! points at the bound below, whose comment says what to do. One hole
-//! remains: a captured `&'static` reference is `Copy` and passes. The
-//! `nightly` feature replaces `Copy` with the thesis's auto trait `NoRef`,
-//! which rejects every reference and raw pointer, `'static` or not, and
-//! accepts captured trusts.
+//! The capture rule for delegated closures (documented on [`Delegable`]),
+//! and the bound on what crosses the channel as an argument or a result.
 
 /// Closures (and captured values) that may be delegated to a trustee.
+/// Implemented automatically.
 ///
-/// Implemented automatically; see the module documentation.
+/// What a closure may capture depends on where its trustee is:
+///
+/// * **Within one process** a delegated closure runs on another thread of
+///   the same address space. Its captured environment is copied byte for
+///   byte into the slot, so on stable Rust it must be `Send + Copy +
+///   'static`: a captured borrow of a local is not `'static`, a raw pointer
+///   is not `Send`, and anything owning heap memory (`String`, `Vec`, `Box`,
+///   a `Trust`) is not `Copy`. Each fails to compile with an error pointing
+///   at the call's `F: Delegable` bound. `&'static` data and `fn` pointers pass, and are
+///   sound here: they are valid in every thread of the process.
+/// * **Into another process** no byte of the closure travels: its code is
+///   named by offset, and it must capture nothing at all (be zero-sized). A
+///   closure that captures anything is refused in the caller, before any
+///   byte is sent, with a panic that names this rule and the fix. The reason:
+///   on stable Rust no bound can tell a captured `u64` from a captured
+///   `&'static str`, a `fn` pointer or a `Copy` struct holding a reference,
+///   and those are addresses that mean nothing, or something else, in
+///   another address space. Data goes instead as the argument of
+///   [`apply_with`](crate::Trust::apply_with) (or
+///   [`spawn_with`](crate::spawn_with)), a [`Transferable`] type that serde
+///   writes in the sender and rebuilds in the receiver: `&'static str`, `fn`
+///   pointers and raw pointers are not `Transferable`, so they are compile
+///   errors there. Results cross the same way.
+///
+/// Trusts travel as `Transferable` values too: a serialized trust is an
+/// authenticated, single-use token for a clone in transit (see
+/// `trust::wire`), so bytes can never be turned into a trust that gossamer
+/// did not send.
+///
+/// The `nightly` feature replaces `Copy` with the thesis's auto trait
+/// `NoRef`, which rejects every captured reference and raw pointer at
+/// compile time (`'static` or not) and accepts captured trusts. `NoRef`
+/// cannot see `fn` pointers (auto traits hold for them), so the process
+/// boundary keeps the same rule under `nightly`: a closure that crosses
+/// captures nothing. Everything either rule accepts is sound.
+///
+/// ```
+/// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+/// // Works wherever the trustee is: the closure captures nothing, the data
+/// // is an argument.
+/// let counter = gossamer::entrust_on(1, 0u64);
+/// let (step, label) = (5u64, String::from("five"));
+/// let n = counter.apply_with(|c, (step, label): (u64, String)| { *c += step + label.len() as u64; *c }, (step, label));
+/// assert_eq!(n, 9);
+/// // Captures `step`: fine within this process, refused (a panic in this
+/// // caller) if thread 1 were in another process.
+/// counter.apply(move |c| *c += step);
+/// # });
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be delegated to a trustee: it captures a reference, a raw pointer or other data that cannot leave this thread",
     label = "captures a reference or raw pointer",
-    note = "delegated closures must own their captures; pass borrowed or heap data by value through `apply_with` (it is serialized across processes)"
+    note = "delegated closures must own their captures; pass borrowed or heap data by value through `apply_with` (it is serialized across processes, where closures capture nothing)"
 )]
 pub trait Delegable: Send + 'static {}
 

@@ -169,7 +169,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     where
         F: FnOnce(&mut T) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
@@ -186,8 +186,8 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     where
         F: FnOnce(&mut T, V) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        V: Transferable,
-        U: Transferable,
+        V: Transferable, // serialized across processes: must own its data, no reference or pointer
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
@@ -204,7 +204,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     where
         F: FnOnce(&mut T) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(U) + 'static,
     {
         let w = context::current().expect("gossamer: launch_then must be called from the runtime");

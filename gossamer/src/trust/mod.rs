@@ -194,16 +194,23 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
     env: *mut u8,
     out: &mut Responder<'_>,
 ) {
-    // SAFETY: encoded by `apply_with` for these types: `F`'s bytes, then
-    // the tail with `V` serialized; `prop` is a live `PropertyCell<T>` of
-    // this trustee.
-    let (f, v): (F, V) = unsafe {
+    // SAFETY: encoded by `apply_with` for these types: `F`'s bytes (none:
+    // the capture rule at the process boundary), then the tail with `V`
+    // serialized; `prop` is a live `PropertyCell<T>` of this trustee.
+    let (f, bytes): (F, &[u8]) = unsafe {
         let f = take_value::<F>(env as *const Word);
         let tail = (env as *const Word).add(crate::channel::record::value_words::<F>());
-        (f, crate::channel::remote::deserialize(crate::channel::record::tail_bytes(tail, out)))
+        (f, crate::channel::record::tail_bytes(tail, out))
     };
     let cell = prop.cast::<PropertyCell<T>>();
-    out.put_remote(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }, v))));
+    // An argument that does not decode is the caller's panic, not the
+    // trustee's: it keeps serving.
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let v: V = crate::channel::remote::deserialize(bytes);
+        // SAFETY: exclusive access on the trustee, as above.
+        f(unsafe { &mut *(*cell).value.get() }, v)
+    }));
+    out.put_remote(r);
 }
 
 impl<T: Send + 'static> Trust<T> {
@@ -265,7 +272,7 @@ impl<T: Send + 'static> Trust<T> {
     where
         F: FnOnce(&mut T) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         self.apply_unchecked(f)
     }
@@ -274,7 +281,7 @@ impl<T: Send + 'static> Trust<T> {
     pub(crate) fn apply_unchecked<F, U>(&self, f: F) -> U
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         match self.ctx() {
             Ctx::Worker(w) => {
@@ -303,7 +310,7 @@ impl<T: Send + 'static> Trust<T> {
     fn apply_outside<F, U>(&self, s: &Shared, f: F) -> U
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         assert!(
             s.is_local(self.trustee as usize),
@@ -339,7 +346,7 @@ impl<T: Send + 'static> Trust<T> {
     where
         F: FnOnce(&mut T) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(U) + 'static,
     {
         self.then_impl::<F, U, G, PlainThen>(f, then)
@@ -351,7 +358,7 @@ impl<T: Send + 'static> Trust<T> {
     where
         F: FnOnce(&mut T) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(Result<U, Panicked>) + 'static,
     {
         self.then_impl::<F, U, G, TryThen>(f, then)
@@ -361,7 +368,7 @@ impl<T: Send + 'static> Trust<T> {
     fn then_impl<F, U, G, K>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Transferable,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: 'static,
         K: ThenKind<U, G>,
     {
@@ -383,9 +390,11 @@ impl<T: Send + 'static> Trust<T> {
                     }
                     return;
                 }
-                w.store_then(t, then);
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
+                // Queued first: a request refused at the process boundary
+                // leaves no callback behind.
                 w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
+                w.store_then(t, then);
             }
             Ctx::Outside(s) => {
                 // No scheduler here: wait for the result, then call back.
@@ -417,14 +426,15 @@ impl<T: Send + 'static> Trust<T> {
     where
         F: FnOnce(&mut T, V) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        V: Transferable,
-        U: Transferable,
+        V: Transferable, // serialized across processes: must own its data, no reference or pointer
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         match context::current() {
             Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {
                 cw.check_may_block();
                 let wait = Waiter::new(cw.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
+                crate::channel::remote::check_crossing::<F>(self.trustee as usize);
                 crate::channel::remote::with_serialized(&w, |bytes| {
                     cw.enqueue_remote(
                         self.trustee as usize,
@@ -447,8 +457,8 @@ impl<T: Send + 'static> Trust<T> {
     where
         F: FnOnce(&mut T, V) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        V: Transferable,
-        U: Transferable,
+        V: Transferable, // serialized across processes: must own its data, no reference or pointer
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(U) + 'static,
     {
         self.with_then_impl::<F, V, U, G, PlainThen>(f, w, then)
@@ -461,8 +471,8 @@ impl<T: Send + 'static> Trust<T> {
     where
         F: FnOnce(&mut T, V) -> U,
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
-        V: Transferable,
-        U: Transferable,
+        V: Transferable, // serialized across processes: must own its data, no reference or pointer
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(Result<U, Panicked>) + 'static,
     {
         self.with_then_impl::<F, V, U, G, TryThen>(f, w, then)
@@ -472,19 +482,21 @@ impl<T: Send + 'static> Trust<T> {
     fn with_then_impl<F, V, U, G, K>(&self, f: F, w: V, then: G)
     where
         F: FnOnce(&mut T, V) -> U + Send + 'static,
-        V: Transferable,
-        U: Transferable,
+        V: Transferable, // serialized across processes: must own its data, no reference or pointer
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: 'static,
         K: ThenKind<U, G>,
     {
         match context::current() {
             Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {
                 let t = self.trustee as usize;
-                cw.store_then(t, then);
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
+                // Refused before anything is serialized or queued.
+                crate::channel::remote::check_crossing::<F>(t);
                 crate::channel::remote::with_serialized(&w, |bytes| {
                     cw.enqueue_remote(t, with_shim::<T, F, V, U>, self.cell.as_ptr().cast(), f, Some(bytes), c)
                 });
+                cw.store_then(t, then);
             }
             _ => self.then_impl::<_, U, G, K>(move |t| f(t, w), then),
         }

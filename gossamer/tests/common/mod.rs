@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+pub mod programs;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
