@@ -1,0 +1,346 @@
+//! The client side of a worker: per-trustee queues of requests, flushing
+//! them into request slots, and completing them from response slots.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+
+use crate::channel::record::{
+    encode_request, record_words, request_words, take_response, take_value, value_words, Shim, MAX_INLINE_TAIL,
+    TAIL_IN_BULK,
+};
+use crate::channel::remote::{self, code_header, code_offset, CODE_CACHE};
+use crate::channel::slot::Word;
+use crate::channel::word_queue::WordQueue;
+
+use super::trustee::thread_shim;
+use super::Worker;
+
+/// What to do with one response when it arrives.
+#[derive(Clone, Copy)]
+pub(crate) struct Completion {
+    pub(crate) run: unsafe fn(&Worker, usize, *const (), *const Word),
+    pub(crate) data: *const (),
+}
+
+/// Client-side state for one trustee: requests waiting for the slot, the
+/// completions of everything issued, and stored `then` callbacks.
+#[derive(Default)]
+pub(crate) struct Lane {
+    pub(super) pending: WordQueue,
+    pub(super) completions: VecDeque<Completion>,
+    pub(crate) thens: WordQueue,
+    pub(super) in_flight: u32,
+    pub(super) flag: u32,
+    /// To another process: the client's copy of the code cache.
+    pub(super) code_cache: [i64; CODE_CACHE],
+    /// To another process: payloads waiting for the bulk area, in order.
+    pub(super) big: VecDeque<Vec<u8>>,
+}
+
+unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
+    // SAFETY: messages sent by `Worker::send` answer `()`.
+    if let Err(p) = unsafe { w.take_result::<()>(lane, rec) } {
+        w.report_panic("runtime message", p);
+    }
+}
+
+impl Worker {
+    // ----- client side ---------------------------------------------------
+
+    /// Queues a request carrying a user's closure `f` for trustee `t`; `c`
+    /// runs when its response arrives. To another process, `f` must pass
+    /// the capture rule at the process boundary (checked here, before
+    /// anything is queued).
+    #[inline]
+    pub(crate) fn enqueue<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion) {
+        debug_assert_ne!(t, self.index, "requests to oneself take the local shortcut");
+        if !self.shared.is_local(t) {
+            return self.enqueue_remote(t, shim, prop, f, None, c);
+        }
+        self.enqueue_local(t, shim, prop, f, c)
+    }
+
+    #[inline]
+    pub(super) fn enqueue_local<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion) {
+        let mut lane = self.lanes[t].borrow_mut();
+        let dst = lane.pending.alloc(request_words::<F>());
+        // SAFETY: `alloc` returned room for the whole record.
+        unsafe { encode_request(dst, shim, prop, f) };
+        lane.completions.push_back(c);
+    }
+
+    /// Queues a request carrying a user's closure `f` for trustee `t` in
+    /// another process: code named by offset (or cache index), no closure
+    /// bytes (the capture rule at the process boundary, checked here), and
+    /// an optional tail of serialized bytes (inline, or later copied to the
+    /// bulk area).
+    pub(crate) fn enqueue_remote<F>(
+        &self,
+        t: usize,
+        shim: Shim,
+        prop: *mut u8,
+        f: F,
+        tail: Option<&[u8]>,
+        c: Completion,
+    ) {
+        remote::check_crossing::<F>(t);
+        self.encode_remote(t, shim, prop, f, tail, c)
+    }
+
+    /// As `enqueue_remote`, for the runtime's own messages, whose closures
+    /// capture only data meaningful in the receiving process (a property's
+    /// address there, a trust id).
+    pub(super) fn encode_remote<F>(
+        &self,
+        t: usize,
+        shim: Shim,
+        prop: *mut u8,
+        f: F,
+        tail: Option<&[u8]>,
+        c: Completion,
+    ) {
+        assert!(
+            crate::channel::record::inline_ok::<F>(),
+            "gossamer: a runtime message of {} bytes cannot be sent to another process",
+            std::mem::size_of::<F>()
+        );
+        let bulk_bytes = self.shared.region.bulk_bytes();
+        // Every check that may refuse the request comes before the code
+        // cache is touched: the client's copy of the cache must change only
+        // for a request the trustee will see, or the two fall out of step
+        // and a later cache index would name the wrong code.
+        let (tail_words, in_bulk) = match tail {
+            None => (0, false),
+            Some(b) if b.len() <= MAX_INLINE_TAIL => (1 + remote::byte_words(b.len()), false),
+            Some(b) => {
+                assert!(
+                    b.len() <= bulk_bytes,
+                    "gossamer: an argument of {} bytes exceeds the bulk area of {bulk_bytes} bytes between two threads \
+                     (set GOSSAMER_BULK_BYTES higher)",
+                    b.len()
+                );
+                (2, true)
+            }
+        };
+        let mut lane = self.lanes[t].borrow_mut();
+        let (code_flags, full) = code_header(&mut lane.code_cache, code_offset(shim));
+        let env_words = value_words::<F>();
+        let words = 1 + full as usize + 1 + env_words + tail_words;
+        let flags = code_flags | if in_bulk { remote::FLAG_BULK_TAIL } else { 0 };
+        let dst = lane.pending.alloc(words);
+        // SAFETY: `alloc` returned `words` words, filled in order here.
+        unsafe {
+            *dst = remote::word(words as u64 | flags);
+            let mut at = 1;
+            if full {
+                *dst.add(at) = remote::word(code_offset(shim) as u64);
+                at += 1;
+            }
+            *dst.add(at) = remote::word(prop.expose_provenance() as u64);
+            at += 1;
+            crate::channel::record::put_value(dst.add(at), f);
+            at += env_words;
+            match tail {
+                None => {}
+                Some(b) if !in_bulk => {
+                    *dst.add(at) = remote::word(b.len() as u64);
+                    remote::put_bytes(dst.add(at + 1), b);
+                }
+                Some(b) => {
+                    *dst.add(at) = remote::word(b.len() as u64 | TAIL_IN_BULK);
+                    *dst.add(at + 1) = remote::word(0); // the offset, set when flushed
+                }
+            }
+        }
+        if in_bulk {
+            lane.big.push_back(tail.map(<[u8]>::to_vec).unwrap_or_default());
+        }
+        lane.completions.push_back(c);
+    }
+
+    /// Stores a `then` callback for lane `t`, to be taken by its completion.
+    #[inline]
+    pub(crate) fn store_then<G>(&self, t: usize, g: G) {
+        let words = value_words::<G>();
+        if words == 0 {
+            std::mem::forget(g); // zero-sized: nothing to store, conjured back by `take_then`
+            return;
+        }
+        let mut lane = self.lanes[t].borrow_mut();
+        let dst = lane.thens.alloc(words);
+        // SAFETY: room for `words` words.
+        unsafe { crate::channel::record::put_value(dst, g) };
+    }
+
+    /// Takes the result in the response at `rec` on lane `t`, from this
+    /// process (moved) or another (deserialized).
+    ///
+    /// # Safety
+    /// `rec` must be the response to a request whose result type is `U`.
+    #[inline]
+    pub(crate) unsafe fn take_result<U: serde::de::DeserializeOwned>(
+        &self,
+        t: usize,
+        rec: *const Word,
+    ) -> std::thread::Result<U> {
+        // SAFETY: per the contract; a remote response's bulk payload lies in
+        // the pair's response area, unchanged until our next batch.
+        unsafe {
+            if crate::channel::record::is_remote_response(rec) {
+                crate::channel::record::take_remote_response::<U>(rec, self.shared.region.bulk(self.index, t, true))
+            } else {
+                take_response::<U>(rec)
+            }
+        }
+    }
+
+    /// Takes the oldest stored `then` callback of lane `t`.
+    ///
+    /// # Safety
+    /// The oldest stored callback of the lane must be a `G`.
+    #[inline]
+    pub(crate) unsafe fn take_then<G>(&self, t: usize) -> G {
+        let words = value_words::<G>();
+        if words == 0 {
+            // SAFETY: `G` is zero-sized; any aligned pointer reads one.
+            return unsafe { ptr::read(NonNull::<G>::dangling().as_ptr()) };
+        }
+        let mut lane = self.lanes[t].borrow_mut();
+        let p = lane.thens.front().expect("gossamer: then-callback queue out of step");
+        // SAFETY: per the caller, a `G` is stored at the front.
+        let g = unsafe { take_value::<G>(p) };
+        lane.thens.pop(words);
+        g
+    }
+
+    /// Runs `f` on thread `t` of any process, asynchronously (at once if
+    /// `t` is us). For the runtime's own messages only: `f` is plain data
+    /// whose addresses, if any, are the receiver's (a property's address on
+    /// its trustee), so its bytes may cross processes.
+    pub(crate) fn send_plain<F: FnOnce() + Send + Copy + 'static>(&self, t: usize, f: F) {
+        self.send_any(t, f)
+    }
+
+    /// Runs `f` on worker `t`'s thread of this process, asynchronously (at
+    /// once if `t` is us).
+    pub(crate) fn send<F: FnOnce() + Send + 'static>(&self, t: usize, f: F) {
+        assert!(self.shared.is_local(t), "gossamer: internal message with owned data to another process");
+        self.send_any(t, f)
+    }
+
+    pub(super) fn send_any<F: FnOnce() + Send + 'static>(&self, t: usize, f: F) {
+        if t == self.index {
+            let _g = self.enter_delegated();
+            if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+                self.report_panic("runtime message", p);
+            }
+        } else {
+            let c = Completion { run: complete_ignore, data: ptr::null() };
+            if self.shared.is_local(t) {
+                self.enqueue_local(t, thread_shim::<F>, ptr::null_mut(), f, c);
+            } else {
+                // Only `send_plain` reaches here: its closures are the
+                // runtime's own, capturing addresses of the receiver.
+                self.encode_remote(t, thread_shim::<F>, ptr::null_mut(), f, None, c);
+            }
+        }
+    }
+
+    pub(super) fn flush(&self, t: usize) -> bool {
+        let mut lane = self.lanes[t].borrow_mut();
+        if lane.in_flight != 0 || lane.pending.is_empty() {
+            return false;
+        }
+        let slot = self.shared.matrix.request(self.index, t);
+        let far = !self.shared.is_local(t);
+        let (bulk, bulk_bytes) = if far {
+            (self.shared.region.bulk(self.index, t, false), self.shared.region.bulk_bytes())
+        } else {
+            (ptr::null_mut(), 0)
+        };
+        let mut bulk_used = 0usize;
+        // SAFETY: we are the slot's only writer, and `in_flight == 0` means the
+        // trustee answered our last batch, so it no longer reads the slot or
+        // the pair's request bulk area.
+        let count = unsafe {
+            slot.write(0, |w| {
+                while let Some(rec) = lane.pending.front() {
+                    let words = record_words(rec);
+                    let hdr = (*rec).assume_init();
+                    let big_len = if far && hdr & remote::FLAG_BULK_TAIL != 0 {
+                        let len = ((*rec.add(words - 2)).assume_init() & !TAIL_IN_BULK) as usize;
+                        if bulk_used + len > bulk_bytes {
+                            break; // the next batch
+                        }
+                        Some(len)
+                    } else {
+                        None
+                    };
+                    let Some(dst) = w.reserve(words, 0) else { break };
+                    // SAFETY: `rec` holds `words` words; `dst` has room for them.
+                    ptr::copy_nonoverlapping(rec, dst, words);
+                    if let Some(len) = big_len {
+                        let bytes = lane.big.pop_front().expect("gossamer: bulk payload missing");
+                        debug_assert_eq!(bytes.len(), len);
+                        ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
+                        *dst.add(words - 1) = remote::word(bulk_used as u64);
+                        bulk_used = (bulk_used + len).next_multiple_of(8);
+                    }
+                    lane.pending.pop(words);
+                }
+                w.count()
+            })
+        };
+        assert!(count > 0, "gossamer: a request larger than a slot was queued");
+        lane.flag ^= 1;
+        lane.in_flight = count;
+        slot.publish(lane.flag);
+        drop(lane);
+        self.shared.wake(t);
+        true
+    }
+
+    pub(super) fn flush_all(&self) -> bool {
+        let mut did = false;
+        for t in 0..self.shared.n {
+            did |= self.flush(t);
+        }
+        did
+    }
+
+    pub(super) fn poll(&self) -> bool {
+        let mut did = false;
+        for t in 0..self.shared.n {
+            let (in_flight, flag) = {
+                let l = self.lanes[t].borrow();
+                (l.in_flight, l.flag)
+            };
+            if in_flight == 0 {
+                continue;
+            }
+            let slot = self.shared.matrix.response(self.index, t);
+            if slot.flag() != flag {
+                continue;
+            }
+            // SAFETY: the trustee published this batch's responses, and will
+            // not write the slot again before we publish another request.
+            unsafe {
+                slot.read(|r| {
+                    assert_eq!(r.count(), in_flight, "gossamer: response count does not match the batch");
+                    while let Some(rec) = r.next(record_words) {
+                        let c = self.lanes[t]
+                            .borrow_mut()
+                            .completions
+                            .pop_front()
+                            .expect("gossamer: response without request");
+                        (c.run)(self, t, c.data, rec);
+                    }
+                })
+            };
+            self.lanes[t].borrow_mut().in_flight = 0;
+            did = true;
+        }
+        did
+    }
+}

@@ -1,0 +1,72 @@
+//! Idling: what a worker does when an iteration found nothing to do, and
+//! the checks that decide whether it may sleep.
+
+use std::sync::atomic::Ordering;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::Worker;
+
+/// How long the worker has found nothing to do.
+#[derive(Default)]
+pub(super) struct Idle {
+    pub(super) rounds: u32,
+    pub(super) since: Option<Instant>,
+}
+
+impl Worker {
+    pub(super) fn lanes_idle(&self) -> bool {
+        self.lanes.iter().all(|l| {
+            let l = l.borrow();
+            l.in_flight == 0 && l.pending.is_empty()
+        })
+    }
+
+    /// Anything for us to do, as seen from shared memory?
+    pub(super) fn has_incoming(&self) -> bool {
+        let me = self.index;
+        let sh = &self.shared;
+        if sh.local_worker(me).has_inject.load(Ordering::Relaxed) || sh.stopped() {
+            return true;
+        }
+        (0..sh.n).any(|c| sh.matrix.request(c, me).flag() != self.served[c].get())
+            || (0..sh.n).any(|t| {
+                let l = self.lanes[t].borrow();
+                l.in_flight != 0 && sh.matrix.response(me, t).flag() == l.flag
+            })
+    }
+
+    pub(super) fn set_quiet(&self, q: bool) {
+        if self.quiet.get() != q {
+            self.quiet.set(q);
+            self.shared.doorbell(self.index).quiet.store(q as u32, Ordering::SeqCst);
+        }
+    }
+
+    /// Called when an iteration found nothing to do. Polls tightly at
+    /// first (a response is usually a fraction of a microsecond away), then
+    /// yields the core between polls, and after `idle_spin` sleeps until
+    /// someone sends work.
+    pub(super) fn idle(&self, idle: &mut Idle) {
+        idle.rounds += 1;
+        if idle.rounds < 128 {
+            for _ in 0..16 {
+                std::hint::spin_loop();
+            }
+            return;
+        }
+        let start = *idle.since.get_or_insert_with(Instant::now);
+        if start.elapsed() < self.shared.config.idle_spin {
+            thread::yield_now();
+            return;
+        }
+        let bell = self.shared.doorbell(self.index);
+        bell.sleeping.store(1, Ordering::Relaxed);
+        crate::runtime::fence::heavy();
+        let ticket = crate::runtime::park::ticket(&bell.futex);
+        if !self.has_incoming() {
+            crate::runtime::park::wait(&bell.futex, ticket, Duration::from_millis(50));
+        }
+        bell.sleeping.store(0, Ordering::Relaxed);
+    }
+}
