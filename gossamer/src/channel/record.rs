@@ -221,6 +221,11 @@ impl<'a> Responder<'a> {
         Responder { writer, left: count, far: Some(far), bulk_used: 0 }
     }
 
+    /// Bytes of the response bulk area used so far.
+    pub(crate) fn bulk_used(&self) -> usize {
+        self.bulk_used
+    }
+
     /// The other process's side of this batch, if it came from one.
     pub(crate) fn remote(&self) -> Option<Far> {
         self.far
@@ -378,7 +383,7 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned>(
             TAG_PANIC_MSG_BULK => Err(Box::new(String::from_utf8_lossy(bulk()).into_owned())),
             TAG_TOO_LARGE => Err(Box::new(format!(
                 "gossamer: a result of {len} bytes does not fit the bulk area of {} bytes between these threads \
-                 (set GOSSAMER_BULK_BYTES higher)",
+                 (set GOSSAMER_BULK_BYTES, or GOSSAMER_FAR_BULK_BYTES between hosts, higher)",
                 (*rec.add(2)).assume_init()
             ))),
             t => panic!("gossamer: malformed response tag {t}"),

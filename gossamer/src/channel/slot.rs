@@ -105,6 +105,8 @@ impl<'a> Slot<'a> {
                 let mut w = BatchWriter {
                     primary: p.cast(),
                     overflow: o.cast(),
+                    primary_cap: PRIMARY_WORDS,
+                    overflow_cap: OVERFLOW_WORDS,
                     meta: Meta::default(),
                     in_overflow: false,
                     reserve_words,
@@ -147,10 +149,13 @@ impl<'a> Slot<'a> {
 }
 
 /// Appends whole records to a slot: to the primary block while they fit,
-/// then to the overflow block (never back, so records stay in order).
+/// then to the overflow block (never back, so records stay in order). A
+/// contiguous slot (between hosts) is a primary block with no overflow.
 pub(crate) struct BatchWriter {
     primary: *mut Word,
     overflow: *mut Word,
+    primary_cap: usize,
+    overflow_cap: usize,
     meta: Meta,
     in_overflow: bool,
     /// Words to keep free for each record still to come (responses only).
@@ -158,6 +163,28 @@ pub(crate) struct BatchWriter {
 }
 
 impl BatchWriter {
+    /// A writer over `cap` contiguous words at `at`.
+    ///
+    /// # Safety
+    /// `at` must be valid for writes of `cap` words while the writer lives,
+    /// and owned by the caller.
+    pub(crate) unsafe fn contiguous(at: *mut Word, cap: usize, reserve_words: usize) -> Self {
+        BatchWriter {
+            primary: at,
+            overflow: std::ptr::null_mut(),
+            primary_cap: cap,
+            overflow_cap: 0,
+            meta: Meta::default(),
+            in_overflow: false,
+            reserve_words,
+        }
+    }
+
+    /// Words used so far (a contiguous writer's batch is `[0, used)`).
+    pub(crate) fn used_words(&self) -> usize {
+        self.meta.primary as usize + self.meta.overflow as usize
+    }
+
     /// Number of records written.
     pub(crate) fn count(&self) -> u32 {
         self.meta.count
@@ -165,9 +192,9 @@ impl BatchWriter {
 
     /// Where a record of `words` words would go, without taking it.
     fn place(&self, words: usize) -> Option<(bool, usize)> {
-        if !self.in_overflow && self.meta.primary as usize + words <= PRIMARY_WORDS {
+        if !self.in_overflow && self.meta.primary as usize + words <= self.primary_cap {
             Some((false, self.meta.primary as usize))
-        } else if self.meta.overflow as usize + words <= OVERFLOW_WORDS {
+        } else if self.meta.overflow as usize + words <= self.overflow_cap {
             Some((true, self.meta.overflow as usize))
         } else {
             None
@@ -179,9 +206,9 @@ impl BatchWriter {
         let (over, at) = self.place(words)?;
         let r = self.reserve_words.max(1);
         let (prim_left, over_left) = if over {
-            (0, OVERFLOW_WORDS - at - words)
+            (0, self.overflow_cap - at - words)
         } else {
-            (PRIMARY_WORDS - at - words, OVERFLOW_WORDS - self.meta.overflow as usize)
+            (self.primary_cap - at - words, self.overflow_cap - self.meta.overflow as usize)
         };
         Some(prim_left / r + over_left / r)
     }
@@ -199,11 +226,11 @@ impl BatchWriter {
         if over {
             self.in_overflow = true;
             self.meta.overflow = (at + words) as u16;
-            // SAFETY: `at + words <= OVERFLOW_WORDS` was checked by `place`.
+            // SAFETY: `at + words <= overflow_cap` was checked by `place`.
             Some(unsafe { self.overflow.add(at) })
         } else {
             self.meta.primary = (at + words) as u16;
-            // SAFETY: `at + words <= PRIMARY_WORDS` was checked by `place`.
+            // SAFETY: `at + words <= primary_cap` was checked by `place`.
             Some(unsafe { self.primary.add(at) })
         }
     }
@@ -220,6 +247,21 @@ pub(crate) struct BatchReader {
 }
 
 impl BatchReader {
+    /// A reader of `count` records in `words` contiguous words at `at`.
+    ///
+    /// # Safety
+    /// `at` must be valid for reads of `words` words while the reader lives.
+    pub(crate) unsafe fn contiguous(at: *const Word, count: u32, words: usize) -> Self {
+        BatchReader {
+            primary: at,
+            overflow: std::ptr::null(),
+            meta: Meta { count, primary: words as u16, overflow: 0 },
+            pos: 0,
+            in_overflow: false,
+            left: count,
+        }
+    }
+
     /// Records in the batch.
     pub(crate) fn count(&self) -> u32 {
         self.meta.count

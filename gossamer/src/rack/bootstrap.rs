@@ -5,15 +5,20 @@
 //! shuts the whole program down and waits for every process to leave.
 
 use std::io;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use super::control::{self, Msg};
 use super::launch::{self, Role};
 use super::monitor::Monitor;
+use super::stream::Stream;
 use super::{shm, RackError};
-use crate::runtime::region::{bulk_bytes_for, Region};
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::fabric::{hosts, Fabric};
+use crate::runtime::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
 use crate::runtime::shared::{new_program_key, Placement};
 use crate::runtime::{Builder, Runtime};
 
@@ -63,10 +68,26 @@ fn io_err(what: &str) -> impl FnOnce(io::Error) -> RackError + '_ {
     move |e| RackError::Bootstrap(format!("{what}: {e}"))
 }
 
-fn start_runtime(role: &Role, threads: usize, region: Region, key: [u64; 2]) -> Result<Runtime, RackError> {
-    let placement = Placement { rank: role.rank, ranks: ranges(threads, role.size), key };
+fn start_runtime(
+    role: &Role,
+    layout: &Layout,
+    region: Region,
+    key: [u64; 2],
+    fabric: Option<Arc<dyn Fabric>>,
+) -> Result<Runtime, RackError> {
+    let placement = layout.placement(role.rank, key);
     let config = Builder::default().workers(placement.local().len()).config();
-    Runtime::start_with(config, placement, region).map_err(|e| RackError::Launch(e.to_string()))
+    let rt =
+        Runtime::start_with(config, placement, region, fabric.clone()).map_err(|e| RackError::Launch(e.to_string()))?;
+    if let Some(f) = fabric {
+        let shared = rt.shared();
+        f.start(Box::new(move || {
+            for t in shared.local.clone() {
+                shared.wake(t);
+            }
+        }));
+    }
+    Ok(rt)
 }
 
 /// Kills the children if the leader gives up before the monitor owns them.
@@ -81,32 +102,160 @@ impl Drop for Children {
     }
 }
 
+/// Where the program's threads and processes sit: threads are laid out
+/// host by host (hosts in the order of their first rank), so that each
+/// host's threads are one range; within a host, rank by rank.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Layout {
+    pub(super) ranks: Vec<Range<usize>>,
+    pub(super) hosts: Vec<Range<usize>>,
+    pub(super) host_names: Vec<String>,
+    /// The host index of each rank.
+    pub(super) host_of_rank: Vec<usize>,
+}
+
+impl Layout {
+    pub(super) fn new(threads: usize, rank_hosts: &[String]) -> Layout {
+        let counts: Vec<usize> = ranges(threads, rank_hosts.len()).iter().map(|r| r.len()).collect();
+        let mut host_names: Vec<String> = Vec::new();
+        let mut host_of_rank = Vec::with_capacity(rank_hosts.len());
+        for h in rank_hosts {
+            let i = host_names.iter().position(|x| x == h).unwrap_or_else(|| {
+                host_names.push(h.clone());
+                host_names.len() - 1
+            });
+            host_of_rank.push(i);
+        }
+        let mut ranks = vec![0..0; rank_hosts.len()];
+        let mut hosts = Vec::with_capacity(host_names.len());
+        let mut at = 0;
+        for h in 0..host_names.len() {
+            let start = at;
+            for r in (0..rank_hosts.len()).filter(|&r| host_of_rank[r] == h) {
+                ranks[r] = at..at + counts[r];
+                at += counts[r];
+            }
+            hosts.push(start..at);
+        }
+        Layout { ranks, hosts, host_names, host_of_rank }
+    }
+
+    fn placement(&self, rank: usize, key: [u64; 2]) -> Placement {
+        Placement {
+            rank,
+            ranks: self.ranks.clone(),
+            hosts: self.hosts.clone(),
+            host_names: self.host_names.clone(),
+            key,
+        }
+    }
+
+    fn multi_host(&self) -> bool {
+        self.hosts.len() > 1
+    }
+
+    fn shape(&self, rank: usize, threads: usize, bulk: usize) -> Shape {
+        let widest = self.hosts.iter().map(|h| h.len()).max().unwrap_or(1);
+        let far_bulk = if self.multi_host() { far_bulk_for(threads, widest) } else { 0 };
+        Shape { n: threads, host: self.hosts[self.host_of_rank[rank]].clone(), bulk_bytes: bulk, far_bulk }
+    }
+
+    fn to_msg(&self) -> LayoutMsg {
+        let pairs = |v: &[Range<usize>]| v.iter().map(|r| (r.start as u32, r.end as u32)).collect::<Vec<_>>();
+        (
+            pairs(&self.ranks),
+            pairs(&self.hosts),
+            self.host_names.clone(),
+            self.host_of_rank.iter().map(|&h| h as u32).collect(),
+        )
+    }
+
+    fn from_msg(ranks: &[(u32, u32)], hosts: &[(u32, u32)], names: Vec<String>, of: &[u32]) -> Layout {
+        let ranges = |v: &[(u32, u32)]| v.iter().map(|&(a, b)| a as usize..b as usize).collect::<Vec<_>>();
+        Layout {
+            ranks: ranges(ranks),
+            hosts: ranges(hosts),
+            host_names: names,
+            host_of_rank: of.iter().map(|&h| h as usize).collect(),
+        }
+    }
+
+    /// The ranks on each host.
+    fn host_ranks(&self) -> Vec<Vec<usize>> {
+        (0..self.hosts.len()).map(|h| (0..self.ranks.len()).filter(|&r| self.host_of_rank[r] == h).collect()).collect()
+    }
+}
+
+/// A layout as the welcome message carries it: rank ranges, host ranges,
+/// host names, the host of each rank.
+type LayoutMsg = (Vec<(u32, u32)>, Vec<(u32, u32)>, Vec<String>, Vec<u32>);
+
+/// A layout that a follower received: consistent with what it knows.
+fn check_layout(l: &Layout, role: &Role, threads: usize) -> Result<(), String> {
+    let ok = l.ranks.len() == role.size
+        && l.host_of_rank.len() == role.size
+        && l.hosts.len() == l.host_names.len()
+        && l.hosts.last().map(|h| h.end) == Some(threads)
+        && l.ranks.iter().enumerate().all(|(r, range)| {
+            !range.is_empty()
+                && l.host_of_rank[r] < l.hosts.len()
+                && l.hosts[l.host_of_rank[r]].start <= range.start
+                && range.end <= l.hosts[l.host_of_rank[r]].end
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("rank 0 sent an inconsistent layout: {l:?}"))
+    }
+}
+
+fn shm_name(host: usize) -> String {
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    format!("/gossamer-{}-{nonce:08x}-h{host}", std::process::id())
+}
+
+/// Maps (or, as the host's first process, creates) this host's region.
+fn map_region(name: &str, shape: Shape, create: bool) -> Result<Region, RackError> {
+    let len = Region::size_for(&shape);
+    let what = if create { "cannot create the shared region" } else { "cannot map the shared region" };
+    let base = shm::map(name, len, create).map_err(io_err(what))?;
+    // SAFETY: a mapping of `len` bytes of the host's region, zeroed when
+    // created here, initialised by its creator otherwise.
+    Ok(unsafe { Region::from_mapping(base, shape, create) })
+}
+
+fn expect_msg(s: &mut Stream, rank: usize, what: &str, timeout: Duration) -> Result<Msg, RackError> {
+    control::recv_timeout(s, timeout)
+        .map_err(|e| RackError::Failed { rank, cause: format!("did not send {what}: {e}") })
+}
+
 fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
-    let _ = std::fs::remove_file(&role.rendezvous);
-    let listener = UnixListener::bind(&role.rendezvous).map_err(io_err("cannot listen on the rendezvous socket"))?;
-    let socket_path = role.rendezvous.clone();
+    let listener = role.rendezvous.listen().map_err(io_err("cannot listen at the rendezvous"))?;
+    let socket_path = role.rendezvous.path().map(|p| p.to_path_buf());
     let _remove_socket = scopeguard(move || {
-        let _ = std::fs::remove_file(&socket_path);
+        if let Some(p) = socket_path {
+            let _ = std::fs::remove_file(p);
+        }
     });
     let mut children = Children(if role.embedded { launch::spawn_children(&role)? } else { Vec::new() });
     let hash = exe_hash()?;
 
     // Gather every other rank.
     listener.set_nonblocking(true).map_err(io_err("rendezvous socket"))?;
-    let mut conns: Vec<Option<UnixStream>> = (0..role.size).map(|_| None).collect();
+    let mut conns: Vec<Option<Stream>> = (0..role.size).map(|_| None).collect();
     let mut hellos = vec![None; role.size];
     let deadline = Instant::now() + STARTUP;
     while conns.iter().skip(1).any(Option::is_none) {
         match listener.accept() {
-            Ok((mut s, _)) => {
+            Ok(mut s) => {
                 s.set_nonblocking(false).map_err(io_err("control socket"))?;
                 match control::recv_timeout(&mut s, Duration::from_secs(10)).map_err(io_err("reading a hello"))? {
-                    Msg::Hello { rank, size, pid, exe_hash, threads: t } => {
+                    Msg::Hello { rank, size, pid, exe_hash, threads: t, host } => {
                         let rank = rank as usize;
                         if rank == 0 || rank >= role.size || conns[rank].is_some() {
                             return Err(RackError::Bootstrap(format!("unexpected hello from rank {rank} (pid {pid})")));
                         }
-                        hellos[rank] = Some((size as usize, pid, exe_hash, t as usize));
+                        hellos[rank] = Some((size as usize, pid, exe_hash, t as usize, host));
                         conns[rank] = Some(s);
                     }
                     m => return Err(RackError::Bootstrap(format!("expected a hello, got {m:?}"))),
@@ -134,11 +283,11 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     // Everyone must run this very binary, with the same shape.
     let mut refusal = None;
     for (rank, h) in hellos.iter().enumerate().skip(1) {
-        let (size, pid, h_hash, t) = h.expect("every rank said hello");
+        let (size, pid, h_hash, t, host) = h.clone().expect("every rank said hello");
         if h_hash != hash {
             refusal = Some(format!(
-                "rank {rank} (pid {pid}) runs a different binary than rank 0 (executable hash {h_hash:016x}, rank 0 has \\
-                 {hash:016x}); every process of a program must run the identical binary"
+                "rank {rank} (pid {pid}, host {host}) runs a different binary than rank 0 (executable hash \
+                 {h_hash:016x}, rank 0 has {hash:016x}); every process of a program must run the identical binary"
             ));
         } else if size != role.size || t != threads {
             refusal = Some(format!(
@@ -157,38 +306,79 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
         return Err(RackError::Bootstrap(reason));
     }
 
-    // The shared region.
+    // Lay the threads out host by host; one region per host.
+    let mut rank_hosts = vec![super::host_name()];
+    rank_hosts.extend(hellos.iter().skip(1).map(|h| h.as_ref().expect("hello").4.clone()));
+    let layout = Layout::new(threads, &rank_hosts);
     let bulk = bulk_bytes_for(threads);
-    let len = Region::size_for(threads, bulk);
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let shm_name = format!("/gossamer-{}-{nonce:08x}", std::process::id());
-    let base = shm::map(&shm_name, len, true).map_err(io_err("cannot create the shared region"))?;
-    let name2 = shm_name.clone();
-    let _unlink = scopeguard(move || shm::unlink(&name2));
-    // SAFETY: a fresh, zeroed mapping of `len` bytes that every process maps.
-    let region = unsafe { Region::from_mapping(base, threads, bulk, true) };
-    let ranks: Vec<(u32, u32)> = ranges(threads, role.size).iter().map(|r| (r.start as u32, r.end as u32)).collect();
     let key = new_program_key();
-    for s in conns.iter_mut().flatten() {
-        control::send(
-            s,
-            &Msg::Welcome { shm_name: shm_name.clone(), bulk_bytes: bulk as u64, ranks: ranks.clone(), key },
-        )
-        .map_err(io_err("sending the welcome"))?;
+    let names: Vec<String> = (0..layout.hosts.len()).map(shm_name).collect();
+    let region = map_region(&names[0], layout.shape(0, threads, bulk), true)?;
+    let unlink0 = names[0].clone();
+    let _unlink = scopeguard(move || shm::unlink(&unlink0));
+    let host_ranks = layout.host_ranks();
+    let creators: Vec<usize> = host_ranks.iter().skip(1).map(|r| r[0]).collect();
+    let (ranks_msg, hosts_msg, names_msg, of_msg) = layout.to_msg();
+    let welcome = |rank: usize| Msg::Welcome {
+        shm_name: names[layout.host_of_rank[rank]].clone(),
+        bulk_bytes: bulk as u64,
+        ranks: ranks_msg.clone(),
+        hosts: hosts_msg.clone(),
+        host_names: names_msg.clone(),
+        host_of_rank: of_msg.clone(),
+        create: creators.contains(&rank),
+        key,
+    };
+    // The hosts' first processes create their regions, then the others map.
+    for phase in [true, false] {
+        let group: Vec<usize> = (1..role.size).filter(|r| creators.contains(r) == phase).collect();
+        for &rank in &group {
+            let s = conns[rank].as_mut().expect("connected");
+            control::send(s, &welcome(rank)).map_err(io_err("sending the welcome"))?;
+        }
+        for &rank in &group {
+            match expect_msg(conns[rank].as_mut().expect("connected"), rank, "mapped", STARTUP)? {
+                Msg::Mapped => {}
+                Msg::Refuse { reason } => return Err(RackError::Failed { rank, cause: reason }),
+                m => return Err(RackError::Bootstrap(format!("rank {rank}: expected mapped, got {m:?}"))),
+            }
+        }
     }
+    drop(_unlink); // every process of our host has mapped it
+
+    // Between hosts: every process registers its region with the fabric
+    // and tells the others where to put.
+    let fabric = if layout.multi_host() {
+        let local = hosts::LocalEnd::new(region.bytes()).map_err(|e| RackError::Bootstrap(e.to_string()))?;
+        let mut peers = vec![local.info()];
+        for (rank, conn) in conns.iter_mut().enumerate().skip(1) {
+            match expect_msg(conn.as_mut().expect("connected"), rank, "its fabric address", STARTUP)? {
+                Msg::FabricInfo(info) => peers.push(info),
+                Msg::Refuse { reason } => return Err(RackError::Failed { rank, cause: reason }),
+                m => return Err(RackError::Bootstrap(format!("rank {rank}: expected a fabric address, got {m:?}"))),
+            }
+        }
+        for s in conns.iter_mut().flatten() {
+            control::send(s, &Msg::Peers(peers.clone())).map_err(io_err("sending the peers"))?;
+        }
+        Some(local.connect(0, peers, host_ranks.clone()).map_err(|e| RackError::Bootstrap(e.to_string()))?)
+    } else {
+        None
+    };
+
+    let rt = start_runtime(&role, &layout, region, key, fabric.clone())?;
     for (rank, s) in conns.iter_mut().enumerate().skip(1) {
         let s = s.as_mut().expect("connected");
         match control::recv_timeout(s, STARTUP) {
             Ok(Msg::Ready) => {}
+            Ok(Msg::Refuse { reason }) => return Err(RackError::Failed { rank, cause: reason }),
             Ok(m) => return Err(RackError::Bootstrap(format!("rank {rank}: expected ready, got {m:?}"))),
             Err(e) => return Err(RackError::Failed { rank, cause: format!("did not get ready: {e}") }),
         }
     }
-    drop(_unlink); // every process has mapped it
-
-    let rt = start_runtime(&role, threads, region, key)?;
-    let streams: Vec<UnixStream> = conns.into_iter().skip(1).map(|s| s.expect("connected")).collect();
-    let monitor = Monitor::start(rt.shared(), streams, std::mem::take(&mut children.0));
+    let streams: Vec<Stream> = conns.into_iter().skip(1).map(|s| s.expect("connected")).collect();
+    let remote: Vec<bool> = (1..role.size).map(|r| layout.host_of_rank[r] != 0).collect();
+    let monitor = Monitor::start(rt.shared(), streams, remote, std::mem::take(&mut children.0));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(gsm_main)));
     if let Err(p) = r {
         monitor.abort();
@@ -199,13 +389,17 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     if !report.clean {
         tracing::warn!("the program did not wind down cleanly: {report:?}");
     }
-    monitor.finish(Duration::from_secs(30))
+    let done = monitor.finish(Duration::from_secs(30));
+    if let Some(f) = fabric {
+        f.close();
+    }
+    done
 }
 
 fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     let deadline = Instant::now() + STARTUP;
     let mut s = loop {
-        match UnixStream::connect(&role.rendezvous) {
+        match role.rendezvous.connect() {
             Ok(s) => break s,
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => return Err(io_err("cannot reach rank 0")(e)),
@@ -217,48 +411,124 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
         pid: std::process::id(),
         exe_hash: exe_hash()?,
         threads: threads as u32,
+        host: super::host_name(),
     };
     control::send(&mut s, &hello).map_err(io_err("sending the hello"))?;
-    let (shm_name, bulk, key) = match control::recv_timeout(&mut s, STARTUP).map_err(io_err("waiting for rank 0"))? {
-        Msg::Welcome { shm_name, bulk_bytes, ranks, key } => {
-            let expect: Vec<(u32, u32)> =
-                ranges(threads, role.size).iter().map(|r| (r.start as u32, r.end as u32)).collect();
-            if ranks != expect {
-                return Err(RackError::Bootstrap(format!(
-                    "rank 0 laid out threads as {ranks:?}, we expected {expect:?}"
-                )));
-            }
-            (shm_name, bulk_bytes as usize, key)
+    let (name, bulk, layout, create, key) = match control::recv_timeout(&mut s, STARTUP)
+        .map_err(io_err("waiting for rank 0"))?
+    {
+        Msg::Welcome { shm_name, bulk_bytes, ranks, hosts, host_names, host_of_rank, create, key } => {
+            let layout = Layout::from_msg(&ranks, &hosts, host_names, &host_of_rank);
+            check_layout(&layout, &role, threads).map_err(RackError::Bootstrap)?;
+            (shm_name, bulk_bytes as usize, layout, create, key)
         }
         Msg::Refuse { reason } => return Err(RackError::Bootstrap(format!("rank 0 refused the program: {reason}"))),
         m => return Err(RackError::Bootstrap(format!("expected a welcome, got {m:?}"))),
     };
-    let len = Region::size_for(threads, bulk);
-    let base = shm::map(&shm_name, len, false).map_err(io_err("cannot map the shared region"))?;
-    // SAFETY: rank 0's mapping of `len` bytes, already initialised.
-    let region = unsafe { Region::from_mapping(base, threads, bulk, false) };
-    let rt = start_runtime(&role, threads, region, key)?;
+    let region = match map_region(&name, layout.shape(role.rank, threads, bulk), create) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = control::send(&mut s, &Msg::Refuse { reason: e.to_string() });
+            return Err(e);
+        }
+    };
+    let unlink = create.then(|| name.clone());
+    let _unlink = scopeguard(move || {
+        if let Some(n) = unlink {
+            shm::unlink(&n)
+        }
+    });
+    control::send(&mut s, &Msg::Mapped).map_err(io_err("sending mapped"))?;
+
+    let fabric = if layout.multi_host() {
+        let local = match hosts::LocalEnd::new(region.bytes()) {
+            Ok(l) => l,
+            Err(e) => {
+                let reason = format!("rank {} (host {}): {e}", role.rank, super::host_name());
+                let _ = control::send(&mut s, &Msg::Refuse { reason: reason.clone() });
+                return Err(RackError::Bootstrap(reason));
+            }
+        };
+        control::send(&mut s, &Msg::FabricInfo(local.info())).map_err(io_err("sending the fabric address"))?;
+        let peers = match control::recv_timeout(&mut s, STARTUP).map_err(io_err("waiting for the peers"))? {
+            Msg::Peers(p) if p.len() == role.size => p,
+            Msg::Refuse { reason } => {
+                return Err(RackError::Bootstrap(format!("rank 0 refused the program: {reason}")))
+            }
+            m => return Err(RackError::Bootstrap(format!("expected the peers, got {m:?}"))),
+        };
+        Some(local.connect(role.rank, peers, layout.host_ranks()).map_err(|e| RackError::Bootstrap(e.to_string()))?)
+    } else {
+        None
+    };
+    drop(_unlink); // every process of the host has mapped it by now, or does not need to
+    let rt = start_runtime(&role, &layout, region, key, fabric.clone())?;
     control::send(&mut s, &Msg::Ready).map_err(io_err("sending ready"))?;
 
-    // Serve until rank 0 stops the program, or dies.
+    // Serve until rank 0 stops the program, or dies. On another host than
+    // rank 0's, the flags that rank 0 sets in its region arrive as messages.
     let shared = rt.shared();
+    let far = layout.host_of_rank[role.rank] != layout.host_of_rank[0];
     loop {
         if shared.stopped() {
             break;
         }
-        if peer_closed(&s) {
-            eprintln!("gossamer: rank {}: rank 0 is gone; stopping", role.rank);
-            std::process::exit(1);
+        if far {
+            match wait_message(&mut s, Duration::from_millis(2)) {
+                Ok(None) => {}
+                Ok(Some(Msg::Probe(k))) => {
+                    shared.begin_stopping();
+                    let threads = shared
+                        .local
+                        .clone()
+                        .map(|t| {
+                            let d = shared.doorbell(t);
+                            (t as u32, d.quiet.load(Ordering::SeqCst), d.epoch.load(Ordering::SeqCst))
+                        })
+                        .collect();
+                    if control::send(&mut s, &Msg::Status { probe: k, threads }).is_err() {
+                        rank0_gone(role.rank);
+                    }
+                }
+                Ok(Some(Msg::Stop)) => shared.stop_all(),
+                Ok(Some(_)) => {}
+                Err(_) => rank0_gone(role.rank),
+            }
+        } else {
+            if peer_closed(&s) {
+                rank0_gone(role.rank);
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
-        std::thread::sleep(Duration::from_millis(2));
     }
     rt.leave();
+    if let Some(f) = fabric {
+        f.close();
+    }
     let _ = control::send(&mut s, &Msg::Bye);
     std::process::exit(0);
 }
 
+fn rank0_gone(rank: usize) -> ! {
+    eprintln!("gossamer: rank {rank}: rank 0 is gone; stopping");
+    std::process::exit(1);
+}
+
+/// The next control message, if one arrives within `t`; an error when the
+/// connection is gone.
+fn wait_message(s: &mut Stream, t: Duration) -> io::Result<Option<Msg>> {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for our own socket.
+    let n = unsafe { libc::poll(&mut fd, 1, t.as_millis() as libc::c_int) };
+    if n <= 0 || fd.revents == 0 {
+        return Ok(None);
+    }
+    control::recv(s).map(Some)
+}
+
 /// True when the other end of `s` has closed (without reading anything).
-fn peer_closed(s: &UnixStream) -> bool {
+fn peer_closed(s: &Stream) -> bool {
     use std::os::fd::AsRawFd;
     let mut b = [0u8; 1];
     // SAFETY: a one-byte peek into our buffer on our own socket.
@@ -281,7 +551,20 @@ fn scopeguard<F: FnOnce()>(f: F) -> impl Drop {
 
 #[cfg(all(test, not(miri)))]
 mod tests {
-    use super::ranges;
+    use super::{ranges, Layout};
+
+    #[test]
+    fn threads_are_laid_out_host_by_host() {
+        let hosts: Vec<String> = ["a", "b", "a", "c", "b"].iter().map(|s| s.to_string()).collect();
+        let l = Layout::new(10, &hosts);
+        assert_eq!(l.host_names, vec!["a", "b", "c"]);
+        assert_eq!(l.host_of_rank, vec![0, 1, 0, 2, 1]);
+        assert_eq!(l.hosts, vec![0..4, 4..8, 8..10]);
+        assert_eq!(l.ranks, vec![0..2, 4..6, 2..4, 8..10, 6..8]);
+        assert_eq!(l.host_ranks(), vec![vec![0, 2], vec![1, 4], vec![3]]);
+        let one = Layout::new(6, &["x".to_string(), "x".to_string(), "x".to_string()]);
+        assert_eq!(one.ranks, ranges(6, 3), "one host: the layout of a single-host program");
+    }
 
     #[test]
     fn threads_spread_evenly_over_ranks() {

@@ -3,36 +3,61 @@
 //! Used only to start up, to shut down and to notice a process's death.
 
 use std::io::{self, Read, Write};
-use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+use super::stream::Stream;
+use crate::fabric::hosts::PeerInfo;
 
 /// Largest control message accepted.
 const MAX_MESSAGE: usize = 1 << 20;
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub(crate) enum Msg {
-    /// A process introduces itself to rank 0.
-    Hello { rank: u32, size: u32, pid: u32, exe_hash: u64, threads: u32 },
+    /// A process introduces itself to rank 0, with the name of its host.
+    Hello { rank: u32, size: u32, pid: u32, exe_hash: u64, threads: u32, host: String },
     /// Rank 0 refuses the program (mismatched binaries, bad sizes).
     Refuse { reason: String },
-    /// Rank 0 describes the program: the shared region, thread ranges and
-    /// the program key that authenticates trusts in transit.
-    Welcome { shm_name: String, bulk_bytes: u64, ranks: Vec<(u32, u32)>, key: [u64; 2] },
-    /// A process has mapped the region and started its workers.
+    /// Rank 0 describes the program: the host's shared region (to create,
+    /// for the first process of a host), the thread ranges of the ranks and
+    /// hosts, and the program key that authenticates trusts in transit.
+    Welcome {
+        shm_name: String,
+        bulk_bytes: u64,
+        ranks: Vec<(u32, u32)>,
+        hosts: Vec<(u32, u32)>,
+        host_names: Vec<String>,
+        host_of_rank: Vec<u32>,
+        create: bool,
+        key: [u64; 2],
+    },
+    /// A process has mapped its host's region.
+    Mapped,
+    /// Between hosts: where to put into this process's region.
+    FabricInfo(PeerInfo),
+    /// Between hosts: every rank's `FabricInfo`, by rank.
+    Peers(Vec<PeerInfo>),
+    /// A process has started its workers.
     Ready,
+    /// Rank 0 is stopping the program: report your threads' state (to a
+    /// process on another host, whose region rank 0 cannot read).
+    Probe(u64),
+    /// The answer to a probe: (thread, quiet, epoch) for each local thread.
+    Status { probe: u64, threads: Vec<(u32, u32, u64)> },
+    /// Rank 0 has stopped the program: leave (to another host).
+    Stop,
     /// A process has stopped its workers and is about to exit cleanly.
     Bye,
 }
 
-pub(crate) fn send(s: &mut UnixStream, m: &Msg) -> io::Result<()> {
+pub(crate) fn send(s: &mut Stream, m: &Msg) -> io::Result<()> {
     let body = postcard::to_stdvec(m).map_err(io::Error::other)?;
     s.write_all(&(body.len() as u32).to_le_bytes())?;
     s.write_all(&body)
 }
 
-pub(crate) fn recv(s: &mut UnixStream) -> io::Result<Msg> {
+pub(crate) fn recv(s: &mut Stream) -> io::Result<Msg> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
@@ -49,7 +74,7 @@ pub(crate) fn decode(body: &[u8]) -> io::Result<Msg> {
     postcard::from_bytes(body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-pub(crate) fn recv_timeout(s: &mut UnixStream, t: Duration) -> io::Result<Msg> {
+pub(crate) fn recv_timeout(s: &mut Stream, t: Duration) -> io::Result<Msg> {
     s.set_read_timeout(Some(t))?;
     let r = recv(s);
     s.set_read_timeout(None)?;
@@ -62,11 +87,21 @@ mod tests {
 
     #[test]
     fn messages_round_trip_and_garbage_is_an_error() {
-        let (mut a, mut b) = UnixStream::pair().unwrap();
-        let m = Msg::Welcome { shm_name: "/x".into(), bulk_bytes: 4096, ranks: vec![(0, 2), (2, 4)], key: [1, 2] };
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (mut a, mut b) = (Stream::Unix(a), Stream::Unix(b));
+        let m = Msg::Welcome {
+            shm_name: "/x".into(),
+            bulk_bytes: 4096,
+            ranks: vec![(0, 2), (2, 4)],
+            hosts: vec![(0, 4)],
+            host_names: vec!["a".into()],
+            host_of_rank: vec![0, 0],
+            create: false,
+            key: [1, 2],
+        };
         send(&mut a, &m).unwrap();
         assert_eq!(recv(&mut b).unwrap(), m);
-        for garbage in [&[0xffu8, 0xff, 0xff][..], &[9], &[]] {
+        for garbage in [&[0xffu8, 0xff, 0xff][..], &[0x7f], &[]] {
             assert!(decode(garbage).is_err());
         }
         a.write_all(&u32::MAX.to_le_bytes()).unwrap();
@@ -84,10 +119,25 @@ mod tests {
         #[test]
         fn messages_round_trip(rank in 0u32..64, hash in proptest::num::u64::ANY, name in "[a-z/0-9-]{0,40}") {
             for m in [
-                Msg::Hello { rank, size: rank + 1, pid: 7, exe_hash: hash, threads: 2 },
+                Msg::Hello { rank, size: rank + 1, pid: 7, exe_hash: hash, threads: 2, host: name.clone() },
                 Msg::Refuse { reason: name.clone() },
-                Msg::Welcome { shm_name: name.clone(), bulk_bytes: hash, ranks: vec![(0, rank), (rank, rank + 1)], key: [hash, 7] },
+                Msg::Welcome {
+                    shm_name: name.clone(),
+                    bulk_bytes: hash,
+                    ranks: vec![(0, rank), (rank, rank + 1)],
+                    hosts: vec![(0, rank + 1)],
+                    host_names: vec![name.clone()],
+                    host_of_rank: vec![0, 0],
+                    create: rank % 2 == 0,
+                    key: [hash, 7],
+                },
+                Msg::Mapped,
+                Msg::FabricInfo(PeerInfo { base: hash, len: 9, rkey: name.as_bytes().to_vec(), address: vec![rank as u8; 3] }),
+                Msg::Peers(vec![PeerInfo { base: 1, len: 2, rkey: vec![2], address: vec![3] }; rank as usize % 4]),
                 Msg::Ready,
+                Msg::Probe(hash),
+                Msg::Status { probe: hash, threads: vec![(rank, 1, hash)] },
+                Msg::Stop,
                 Msg::Bye,
             ] {
                 let body = postcard::to_stdvec(&m).unwrap();

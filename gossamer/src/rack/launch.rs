@@ -13,6 +13,7 @@
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
+use super::stream::Rendezvous;
 use super::RackError;
 
 /// This process's place in the program.
@@ -20,7 +21,7 @@ use super::RackError;
 pub(crate) struct Role {
     pub(crate) rank: usize,
     pub(crate) size: usize,
-    pub(crate) rendezvous: PathBuf,
+    pub(crate) rendezvous: Rendezvous,
     /// Rank 0 starts the others.
     pub(crate) embedded: bool,
 }
@@ -53,7 +54,7 @@ fn processes_arg() -> Result<Option<usize>, RackError> {
 }
 
 pub(crate) fn detect() -> Result<Role, RackError> {
-    let rendezvous = std::env::var_os("GOSSAMER_RENDEZVOUS").map(PathBuf::from);
+    let rendezvous = std::env::var_os("GOSSAMER_RENDEZVOUS").filter(|v| !v.is_empty()).map(|v| Rendezvous::parse(&v));
     let external = [
         ("GOSSAMER_RANK", "GOSSAMER_SIZE"),
         ("SLURM_PROCID", "SLURM_NTASKS"),
@@ -66,7 +67,7 @@ pub(crate) fn detect() -> Result<Role, RackError> {
             }
             let rendezvous = match rendezvous {
                 Some(p) => p,
-                None if size == 1 => PathBuf::new(),
+                None if size == 1 => Rendezvous::Unix(PathBuf::new()),
                 None => return Err(RackError::Config(format!("{r}/{s} are set but GOSSAMER_RENDEZVOUS is not"))),
             };
             return Ok(Role { rank, size, rendezvous, embedded: false });
@@ -80,8 +81,9 @@ pub(crate) fn detect() -> Result<Role, RackError> {
         return Err(RackError::Config("the process count must be at least 1".into()));
     }
     let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let rendezvous = rendezvous
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("gossamer-{}-{nonce:08x}.sock", std::process::id())));
+    let rendezvous = rendezvous.unwrap_or_else(|| {
+        Rendezvous::Unix(std::env::temp_dir().join(format!("gossamer-{}-{nonce:08x}.sock", std::process::id())))
+    });
     Ok(Role { rank: 0, size, rendezvous, embedded: size > 1 })
 }
 
@@ -97,7 +99,7 @@ pub(crate) fn spawn_children(role: &Role) -> Result<Vec<Child>, RackError> {
         cmd.args(&args)
             .env("GOSSAMER_RANK", rank.to_string())
             .env("GOSSAMER_SIZE", role.size.to_string())
-            .env("GOSSAMER_RENDEZVOUS", &role.rendezvous)
+            .env("GOSSAMER_RENDEZVOUS", role.rendezvous.as_env())
             .env_remove("GOSSAMER_PROCESSES");
         #[cfg(target_os = "linux")]
         {

@@ -19,6 +19,7 @@ mod launch;
 mod monitor;
 mod remote_ops;
 mod shm;
+mod stream;
 
 use std::ops::Range;
 
@@ -74,6 +75,8 @@ pub struct Topology {
     pub rank: usize,
     /// The global thread ids of each rank.
     pub processes: Vec<Range<usize>>,
+    /// The hosts, by name, with the global thread ids of each.
+    pub hosts: Vec<(String, Range<usize>)>,
 }
 
 impl Topology {
@@ -99,7 +102,12 @@ impl Topology {
 /// Outside the runtime's threads.
 pub fn topology() -> Topology {
     let w = crate::runtime::context::current().expect("gossamer: topology() called outside the runtime's threads");
-    Topology { rank: w.shared.placement.rank, processes: w.shared.placement.ranks.clone() }
+    let p = &w.shared.placement;
+    Topology {
+        rank: p.rank,
+        processes: p.ranks.clone(),
+        hosts: p.host_names.iter().cloned().zip(p.hosts.iter().cloned()).collect(),
+    }
 }
 
 /// This process's rank (0 outside a multi-process program).
@@ -111,4 +119,31 @@ pub fn rank() -> usize {
 /// it at different addresses (ASLR) while code offsets still agree.
 pub fn load_address() -> usize {
     load_address as fn() -> usize as usize
+}
+
+/// The name of this host, as the program groups processes by host:
+/// `GOSSAMER_HOST` when set (so that network namespaces on one machine can
+/// stand for separate hosts), else the kernel's host name.
+pub fn host_name() -> String {
+    if let Ok(h) = std::env::var("GOSSAMER_HOST") {
+        if !h.is_empty() {
+            return h;
+        }
+    }
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its length; gethostname NUL-terminates
+    // within it on success.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if ok && end > 0 {
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    } else {
+        "localhost".into()
+    }
+}
+
+/// Puts and bytes this process has sent to other hosts through the fabric
+/// so far (`(0, 0)` in a program of one host, or outside the runtime).
+pub fn fabric_counters() -> (u64, u64) {
+    crate::runtime::context::current().and_then(|w| w.shared.fabric.as_ref().map(|f| f.counters())).unwrap_or((0, 0))
 }

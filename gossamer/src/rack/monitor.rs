@@ -8,7 +8,6 @@
 
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -16,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::control::{self, Msg};
+use super::stream::Stream;
 use super::RackError;
 use crate::runtime::shared::Shared;
 
@@ -36,44 +36,112 @@ fn describe(status: std::process::ExitStatus) -> String {
 
 impl Monitor {
     /// Watches `streams` (ranks 1..) and `children` (the processes we
-    /// started, also ranks 1.., if any).
-    pub(super) fn start(shared: Arc<Shared>, streams: Vec<UnixStream>, mut children: Vec<Child>) -> Monitor {
+    /// started, also ranks 1.., if any). `remote[i]` says that rank `i + 1`
+    /// is on another host: it learns that the program stops from us, and
+    /// reports its threads' shutdown state when probed (the `refresh` hook
+    /// the runtime calls before reading doorbells).
+    pub(super) fn start(
+        shared: Arc<Shared>,
+        streams: Vec<Stream>,
+        remote: Vec<bool>,
+        mut children: Vec<Child>,
+    ) -> Monitor {
         let finishing = Arc::new(AtomicBool::new(false));
         let aborting = Arc::new(AtomicBool::new(false));
         let (tx, done) = mpsc::channel();
         let (f2, a2) = (finishing.clone(), aborting.clone());
+        let (probe_tx, probe_rx) = mpsc::channel::<mpsc::Sender<()>>();
+        if remote.iter().any(|r| *r) {
+            let probe_tx = std::sync::Mutex::new(probe_tx);
+            let _ = shared.refresh.set(Box::new(move || {
+                let (ack_tx, ack_rx) = mpsc::channel();
+                let sent = probe_tx.lock().map(|t| t.send(ack_tx).is_ok()).unwrap_or(false);
+                if sent {
+                    let _ = ack_rx.recv_timeout(Duration::from_secs(2));
+                }
+            }));
+        }
         std::thread::Builder::new()
             .name("gossamer-monitor".into())
             .spawn(move || {
                 let mut streams = streams;
                 let mut bye = vec![false; streams.len()];
                 let mut closed = vec![false; streams.len()];
+                let mut probe = 0u64;
+                // The probe being answered: who still owes a status, and whom to tell.
+                let mut waiting: Option<(Vec<bool>, mpsc::Sender<()>)> = None;
+                let mut stop_sent = false;
                 loop {
                     if a2.load(Ordering::SeqCst) {
                         kill_all(&mut children);
                         return;
                     }
+                    if waiting.is_none() {
+                        if let Ok(ack) = probe_rx.try_recv() {
+                            probe += 1;
+                            let mut owes = vec![false; streams.len()];
+                            for i in 0..streams.len() {
+                                if remote[i] && !closed[i] && control::send(&mut streams[i], &Msg::Probe(probe)).is_ok()
+                                {
+                                    owes[i] = true;
+                                }
+                            }
+                            waiting = Some((owes, ack));
+                        }
+                    }
+                    if !stop_sent && shared.stopped() {
+                        stop_sent = true;
+                        for i in 0..streams.len() {
+                            if remote[i] && !closed[i] {
+                                let _ = control::send(&mut streams[i], &Msg::Stop);
+                            }
+                        }
+                    }
                     let mut fds: Vec<libc::pollfd> = streams
                         .iter()
                         .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
                         .collect();
+                    let wait_ms = if waiting.is_some() || shared.stopping() { 1 } else { 20 };
                     // SAFETY: `fds` is a valid array of pollfd for our sockets.
-                    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 20) };
+                    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
                     for (i, fd) in fds.iter().enumerate() {
                         if closed[i] || fd.revents == 0 {
                             continue;
                         }
                         match control::recv(&mut streams[i]) {
                             Ok(Msg::Bye) => bye[i] = true,
+                            Ok(Msg::Status { probe: k, threads }) if remote[i] => {
+                                for (t, quiet, epoch) in threads {
+                                    let t = t as usize;
+                                    if t < shared.n && !shared.same_host(t) {
+                                        let d = shared.doorbell(t);
+                                        d.epoch.store(epoch, Ordering::SeqCst);
+                                        d.quiet.store(quiet, Ordering::SeqCst);
+                                    }
+                                }
+                                if let Some((owes, _)) = waiting.as_mut() {
+                                    if k == probe {
+                                        owes[i] = false;
+                                    }
+                                }
+                            }
                             Ok(_) => {}
                             Err(e) => {
                                 closed[i] = true;
+                                if let Some((owes, _)) = waiting.as_mut() {
+                                    owes[i] = false;
+                                }
                                 if !bye[i] {
                                     let rank = i + 1;
                                     let cause = cause_of(&mut children, i, &e);
                                     fail(&shared, &mut children, rank, &cause);
                                 }
                             }
+                        }
+                    }
+                    if waiting.as_ref().is_some_and(|(owes, _)| owes.iter().all(|o| !*o)) {
+                        if let Some((_, ack)) = waiting.take() {
+                            let _ = ack.send(());
                         }
                     }
                     if f2.load(Ordering::SeqCst) && closed.iter().all(|c| *c) {

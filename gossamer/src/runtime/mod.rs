@@ -68,13 +68,18 @@ impl Runtime {
 
     pub(crate) fn start(config: Config) -> Result<Runtime, Error> {
         let n = config.workers;
-        Self::start_with(config, Placement::single(n), Region::private(n))
+        Self::start_with(config, Placement::single(n), Region::private(n), None)
     }
 
     /// Starts this process's workers of a program laid out by `placement`,
     /// over `region`.
-    pub(crate) fn start_with(config: Config, placement: Placement, region: Region) -> Result<Runtime, Error> {
-        let shared = Shared::new(config, placement, region);
+    pub(crate) fn start_with(
+        config: Config,
+        placement: Placement,
+        region: Region,
+        fabric: Option<Arc<dyn crate::fabric::Fabric>>,
+    ) -> Result<Runtime, Error> {
+        let shared = Shared::new(config, placement, region, fabric);
         let cores = if shared.config.pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
         let mut threads = Vec::with_capacity(shared.local.len());
         for index in shared.local.clone() {
@@ -206,6 +211,9 @@ impl Runtime {
 
     fn snapshot(&self) -> (bool, Vec<u64>) {
         let sh = &self.shared;
+        if let Some(refresh) = sh.refresh.get() {
+            refresh();
+        }
         let all_quiet = (0..sh.n).all(|t| sh.doorbell(t).quiet.load(Ordering::SeqCst) != 0);
         (all_quiet, (0..sh.n).map(|t| sh.doorbell(t).epoch.load(Ordering::SeqCst)).collect())
     }

@@ -1,15 +1,27 @@
-//! The memory every worker of a program shares: a header with the
-//! program-wide flags, one doorbell per thread (sleep flag, futex word,
-//! shutdown bookkeeping), and the slot matrix. In one process it is plain
-//! zeroed heap memory; across processes it is one shared-memory mapping that
-//! every process maps, so that writing a slot of another process is a plain
-//! store into the mapping.
+//! The memory the workers of one host share: a header with the program-wide
+//! flags, one doorbell per thread (sleep flag, futex word, shutdown
+//! bookkeeping), the slot matrix of the host's threads, and — when the
+//! program spans several hosts — the slots between hosts. In one process it
+//! is plain zeroed heap memory; across processes of a host it is one
+//! shared-memory mapping that every process of the host maps, so that
+//! writing a slot of another process is a plain store into the mapping.
+//! Each host has its own region, laid out by the same formula, so that any
+//! process can compute where a slot lies in another host's region.
+//!
+//! Between hosts (§3.2.8 of the thesis, "two squares"), each host holds,
+//! for its `h` threads and the program's `n`, four `h × n` arrays of
+//! contiguous slots: requests landing for its trustees, responses landing
+//! for its clients, and the staging slots where its clients and trustees
+//! prepare what they put into the other hosts' landing slots.
 
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, AtomicU64};
 
+use std::ops::Range;
+
 use crate::channel::matrix::Matrix;
+use crate::channel::remote_slot::{RemoteSlot, REMOTE_SLOT_BYTES};
 use crate::channel::slot::{Overflow, Primary};
 
 const MAGIC: u64 = 0x676f_7373_616d_6572; // "gossamer"
@@ -42,7 +54,69 @@ pub(crate) struct Doorbell {
     pub(crate) live_fibers: AtomicU64,
 }
 
-/// Byte offsets of the parts of a region for `n` threads.
+/// What a region is laid out for: the program's threads, this host's
+/// threads among them, and the bulk area size.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Shape {
+    /// Threads in the program.
+    pub(crate) n: usize,
+    /// The global ids of this host's threads.
+    pub(crate) host: Range<usize>,
+    /// Bytes of each in-host bulk area (0: none, in one process).
+    pub(crate) bulk_bytes: usize,
+    /// Bytes of each bulk area between hosts (0 with one host).
+    pub(crate) far_bulk: usize,
+}
+
+impl Shape {
+    /// One process, one host.
+    pub(crate) fn single(n: usize) -> Shape {
+        Shape { n, host: 0..n, bulk_bytes: 0, far_bulk: 0 }
+    }
+
+    fn multi_host(&self) -> bool {
+        self.host.len() < self.n
+    }
+}
+
+/// Which of the four arrays of slots between hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Square {
+    /// Requests from any client, landing for a trustee of this host.
+    RequestLanding,
+    /// Responses from any trustee, landing for a client of this host.
+    ResponseLanding,
+    /// Requests a client of this host prepares for a trustee elsewhere.
+    RequestStaging,
+    /// Responses a trustee of this host prepares for a client elsewhere.
+    ResponseStaging,
+    /// Large request payloads landing for a trustee of this host.
+    RequestBulkLanding,
+    /// Large response payloads landing for a client of this host.
+    ResponseBulkLanding,
+    /// Large request payloads a client of this host prepares.
+    RequestBulkStaging,
+    /// Large response payloads a trustee of this host prepares.
+    ResponseBulkStaging,
+}
+
+impl Square {
+    fn is_bulk(self) -> bool {
+        (self as usize) >= 4
+    }
+}
+
+/// Bulk area size per pair between hosts for a program of `n` threads of
+/// which `h` are on the host: `GOSSAMER_FAR_BULK_BYTES`, else 256 MiB of
+/// (sparse) address space per square, 64 KiB to 1 MiB each.
+pub(crate) fn far_bulk_for(n: usize, h: usize) -> usize {
+    if let Some(b) = std::env::var("GOSSAMER_FAR_BULK_BYTES").ok().and_then(|v| v.parse::<usize>().ok()) {
+        return b.next_multiple_of(4096);
+    }
+    ((256usize << 20) / (n * h).max(1)).clamp(64 << 10, 1 << 20).next_multiple_of(4096)
+}
+
+/// Byte offsets of the parts of a region.
 #[derive(Clone, Copy, Debug)]
 struct Parts {
     doorbells: usize,
@@ -54,6 +128,8 @@ struct Parts {
     /// large for a slot (programs of several processes only).
     bulk: usize,
     bulk_bytes: usize,
+    /// The `h × n` squares between hosts (see `Square`).
+    squares: [usize; 8],
     len: usize,
 }
 
@@ -66,10 +142,12 @@ pub(crate) fn bulk_bytes_for(n: usize) -> usize {
     ((1usize << 30) / (2 * n * n)).clamp(2 << 20, 16 << 20).next_multiple_of(4096)
 }
 
-fn parts(n: usize, bulk_bytes: usize) -> Parts {
+fn parts(shape: &Shape) -> Parts {
+    let (n, bulk_bytes) = (shape.n, shape.bulk_bytes);
+    let hn = shape.host.len();
     let h = std::mem::size_of::<Header>().next_multiple_of(4096);
     let d = n * std::mem::size_of::<Doorbell>();
-    let pairs = n * n;
+    let pairs = hn * hn;
     let p = pairs * std::mem::size_of::<Primary>();
     let o = pairs * std::mem::size_of::<Overflow>();
     let doorbells = h;
@@ -78,8 +156,16 @@ fn parts(n: usize, bulk_bytes: usize) -> Parts {
     let resp_primary = req_overflow + o;
     let resp_overflow = resp_primary + p;
     let bulk = (resp_overflow + o).next_multiple_of(4096);
-    let len = bulk + 2 * pairs * bulk_bytes;
-    Parts { doorbells, req_primary, req_overflow, resp_primary, resp_overflow, bulk, bulk_bytes, len }
+    let mut at = (bulk + 2 * pairs * bulk_bytes).next_multiple_of(4096);
+    let mut squares = [0; 8];
+    if shape.multi_host() {
+        for (i, s) in squares.iter_mut().enumerate() {
+            *s = at;
+            let each = if i >= 4 { shape.far_bulk } else { REMOTE_SLOT_BYTES };
+            at = (at + hn * n * each).next_multiple_of(4096);
+        }
+    }
+    Parts { doorbells, req_primary, req_overflow, resp_primary, resp_overflow, bulk, bulk_bytes, squares, len: at }
 }
 
 enum Backing {
@@ -91,7 +177,7 @@ enum Backing {
 
 pub(crate) struct Region {
     base: NonNull<u8>,
-    n: usize,
+    shape: Shape,
     parts: Parts,
     backing: Backing,
 }
@@ -103,33 +189,54 @@ unsafe impl Send for Region {}
 unsafe impl Sync for Region {}
 
 impl Region {
-    /// Bytes a region for `n` threads with `bulk_bytes` bulk areas takes.
-    pub(crate) fn size_for(n: usize, bulk_bytes: usize) -> usize {
-        parts(n, bulk_bytes).len
+    /// Bytes a region of this shape takes.
+    pub(crate) fn size_for(shape: &Shape) -> usize {
+        parts(shape).len
+    }
+
+    /// Where `square`'s slot for (`local` thread of the host of `shape`,
+    /// `other` thread) lies in a region of that shape: the same in every
+    /// process that maps it, so a put from another host can aim at it.
+    pub(crate) fn square_offset(shape: &Shape, square: Square, local: usize, other: usize) -> usize {
+        assert!(shape.multi_host() && shape.host.contains(&local) && other < shape.n);
+        let p = parts(shape);
+        let each = if square.is_bulk() { shape.far_bulk } else { REMOTE_SLOT_BYTES };
+        p.squares[square as usize] + ((local - shape.host.start) * shape.n + other) * each
+    }
+
+    /// The bulk area of `square` for (`local` thread of this host, `other`).
+    pub(crate) fn far_bulk(&self, square: Square, local: usize, other: usize) -> *mut u8 {
+        assert!(square.is_bulk() && self.shape.far_bulk > 0);
+        let off = Region::square_offset(&self.shape, square, local, other);
+        assert!(off + self.shape.far_bulk <= self.parts.len);
+        // SAFETY: inside the region, per the layout.
+        unsafe { self.base.as_ptr().add(off) }
     }
 
     /// A zeroed region in this process's heap (no bulk areas: within a
     /// process large values move by pointer).
     pub(crate) fn private(n: usize) -> Region {
-        let parts = parts(n, 0);
+        let shape = Shape::single(n);
+        let parts = parts(&shape);
         let layout = Layout::from_size_align(parts.len, 4096).expect("region layout");
         // SAFETY: the layout has a nonzero size.
         let base = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
             .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        let r = Region { base, n, parts, backing: Backing::Heap(layout) };
+        let r = Region { base, shape, parts, backing: Backing::Heap(layout) };
         r.init();
         r
     }
 
-    /// A region over a shared mapping of `size_for(n)` bytes.
+    /// A region over a shared mapping of `size_for(shape)` bytes.
     ///
     /// # Safety
-    /// `base` must be a mapping of at least `size_for(n)` bytes, zeroed when
-    /// first created, that stays mapped until the region is dropped (which
-    /// unmaps it), and that every process of the program maps the same way.
+    /// `base` must be a mapping of at least `size_for(shape)` bytes, zeroed
+    /// when first created, that stays mapped until the region is dropped
+    /// (which unmaps it), and that every process of the host maps the same
+    /// way.
     #[cfg_attr(miri, allow(dead_code))]
-    pub(crate) unsafe fn from_mapping(base: NonNull<u8>, n: usize, bulk_bytes: usize, first: bool) -> Region {
-        let r = Region { base, n, parts: parts(n, bulk_bytes), backing: Backing::Mapped };
+    pub(crate) unsafe fn from_mapping(base: NonNull<u8>, shape: Shape, first: bool) -> Region {
+        let r = Region { base, parts: parts(&shape), shape, backing: Backing::Mapped };
         if first {
             r.init();
         }
@@ -138,12 +245,34 @@ impl Region {
 
     fn init(&self) {
         let h = self.header();
-        h.threads.store(self.n as u64, std::sync::atomic::Ordering::Relaxed);
+        h.threads.store(self.shape.n as u64, std::sync::atomic::Ordering::Relaxed);
         h.magic.store(MAGIC, std::sync::atomic::Ordering::Release);
     }
 
     pub(crate) fn threads(&self) -> usize {
-        self.n
+        self.shape.n
+    }
+
+    pub(crate) fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The whole region, as the fabric registers it.
+    pub(crate) fn bytes(&self) -> (*mut u8, usize) {
+        (self.base.as_ptr(), self.parts.len)
+    }
+
+    /// `square`'s slot for (`local` thread of this host, `other` thread).
+    #[inline]
+    pub(crate) fn remote_slot(&self, square: Square, local: usize, other: usize) -> &RemoteSlot {
+        debug_assert!(self.shape.host.contains(&local) && other < self.shape.n && !square.is_bulk());
+        let off = self.parts.squares[square as usize]
+            + ((local - self.shape.host.start) * self.shape.n + other) * REMOTE_SLOT_BYTES;
+        assert!(self.shape.multi_host() && off + REMOTE_SLOT_BYTES <= self.parts.len);
+        // SAFETY: inside the region, 64-byte aligned (square starts are
+        // page-aligned, slots a multiple of 64 bytes), zero-initialised: a
+        // valid `RemoteSlot` of atomics.
+        unsafe { &*self.base.as_ptr().add(off).cast::<RemoteSlot>() }
     }
 
     pub(crate) fn header(&self) -> &Header {
@@ -154,7 +283,7 @@ impl Region {
 
     #[inline]
     pub(crate) fn doorbell(&self, t: usize) -> &Doorbell {
-        assert!(t < self.n);
+        assert!(t < self.shape.n);
         // SAFETY: in range, aligned (offsets are multiples of 128) and
         // zero-initialised; all fields are atomics.
         unsafe { &*self.base.as_ptr().add(self.parts.doorbells).cast::<Doorbell>().add(t) }
@@ -169,9 +298,11 @@ impl Region {
     /// (`response == false`), or `trustee` large responses for `client`.
     /// Owned like the matching slot: by its writer until published.
     pub(crate) fn bulk(&self, client: usize, trustee: usize, response: bool) -> *mut u8 {
-        assert!(self.parts.bulk_bytes > 0 && client < self.n && trustee < self.n);
-        let i = (response as usize * self.n + client) * self.n + trustee;
-        // SAFETY: `i < 2 * n * n`, so the area lies inside the region.
+        let h = &self.shape.host;
+        assert!(self.parts.bulk_bytes > 0 && h.contains(&client) && h.contains(&trustee));
+        let hn = h.len();
+        let i = (response as usize * hn + (client - h.start)) * hn + (trustee - h.start);
+        // SAFETY: `i < 2 * h * h`, so the area lies inside the region.
         unsafe { self.base.as_ptr().add(self.parts.bulk + i * self.parts.bulk_bytes) }
     }
 
@@ -186,7 +317,7 @@ impl Region {
         // which outlives every `Matrix` taken from it (both sit in `Shared`).
         unsafe {
             Matrix::from_raw(
-                self.n,
+                self.shape.host.clone(),
                 at(self.parts.req_primary).cast(),
                 at(self.parts.req_overflow).cast(),
                 at(self.parts.resp_primary).cast(),

@@ -10,8 +10,9 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use super::park;
-use super::region::{Doorbell, Region};
+use super::region::{Doorbell, Region, Shape};
 use crate::channel::matrix::Matrix;
+use crate::fabric::Fabric;
 
 /// Work handed to a worker from outside the runtime.
 pub(crate) type Task = Box<dyn FnOnce() + Send>;
@@ -37,6 +38,10 @@ pub(crate) struct Placement {
     pub(crate) rank: usize,
     /// Global thread ids of each rank.
     pub(crate) ranks: Vec<Range<usize>>,
+    /// Global thread ids of each host (each a union of whole ranks).
+    pub(crate) hosts: Vec<Range<usize>>,
+    /// Names of the hosts, in the same order.
+    pub(crate) host_names: Vec<String>,
     /// The program's secret, the same in every process: it authenticates
     /// trusts in transit (see `trust::wire`). Never leaves the program.
     pub(crate) key: [u64; 2],
@@ -44,7 +49,23 @@ pub(crate) struct Placement {
 
 impl Placement {
     pub(crate) fn single(workers: usize) -> Self {
-        Placement { rank: 0, ranks: std::iter::once(0..workers).collect(), key: new_program_key() }
+        Placement {
+            rank: 0,
+            ranks: std::iter::once(0..workers).collect(),
+            hosts: std::iter::once(0..workers).collect(),
+            host_names: vec![crate::rack::host_name()],
+            key: new_program_key(),
+        }
+    }
+
+    /// The index of the host that runs thread `t`.
+    pub(crate) fn host_of(&self, t: usize) -> usize {
+        self.hosts.iter().position(|h| h.contains(&t)).expect("gossamer: a thread outside every host")
+    }
+
+    /// This process's host's threads.
+    pub(crate) fn host(&self) -> Range<usize> {
+        self.hosts[self.host_of(self.local().start)].clone()
     }
 
     pub(crate) fn threads(&self) -> usize {
@@ -71,9 +92,18 @@ pub(crate) struct Shared {
     pub(crate) placement: Placement,
     /// This process's threads.
     pub(crate) local: Range<usize>,
+    /// This host's threads (those whose slots are in `region`).
+    pub(crate) host: Range<usize>,
     pub(crate) config: Config,
     pub(crate) matrix: Matrix,
     pub(crate) region: Region,
+    /// The shape of every host's region (to aim puts at other hosts).
+    pub(crate) shapes: Vec<Shape>,
+    /// Between hosts: the fabric (none when the program has one host).
+    pub(crate) fabric: Option<Arc<dyn Fabric>>,
+    /// Between hosts: brings the doorbells of other hosts' threads in our
+    /// region up to date before shutdown reads them (set by the rack).
+    pub(crate) refresh: OnceLock<Box<dyn Fn() + Send + Sync>>,
     locals: Box<[Local]>,
     pub(crate) unhandled_panics: AtomicU64,
     /// Round-robin cursor for placement from outside the runtime.
@@ -91,10 +121,21 @@ static NEXT_RUNTIME: AtomicU64 = AtomicU64::new(1);
 static LIVE: Mutex<Vec<(u64, Weak<Shared>)>> = Mutex::new(Vec::new());
 
 impl Shared {
-    pub(crate) fn new(config: Config, placement: Placement, region: Region) -> Arc<Shared> {
+    pub(crate) fn new(
+        config: Config,
+        placement: Placement,
+        region: Region,
+        fabric: Option<Arc<dyn Fabric>>,
+    ) -> Arc<Shared> {
         super::fence::init(placement.ranks.len() > 1);
         let local = placement.local();
         assert_eq!(region.threads(), placement.threads());
+        let (bulk_bytes, far_bulk) = (region.shape().bulk_bytes, region.shape().far_bulk);
+        let shapes = placement
+            .hosts
+            .iter()
+            .map(|h| Shape { n: placement.threads(), host: h.clone(), bulk_bytes, far_bulk })
+            .collect();
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
             n: placement.threads(),
@@ -107,9 +148,13 @@ impl Shared {
                 })
                 .collect(),
             local,
+            host: placement.host(),
             placement,
             matrix: region.matrix(),
             region,
+            shapes,
+            fabric,
+            refresh: OnceLock::new(),
             unhandled_panics: AtomicU64::new(0),
             outside_rr: AtomicU64::new(0),
             config,
@@ -136,6 +181,12 @@ impl Shared {
         self.local.contains(&t)
     }
 
+    /// Whether thread `t` runs on this host (its slots are in our region).
+    #[inline]
+    pub(crate) fn same_host(&self, t: usize) -> bool {
+        self.host.contains(&t)
+    }
+
     /// The injection queue and thread handle of local worker `t`.
     pub(crate) fn local_worker(&self, t: usize) -> &Local {
         assert!(self.is_local(t), "gossamer: thread {t} is not in this process");
@@ -145,6 +196,26 @@ impl Shared {
     #[inline]
     pub(crate) fn doorbell(&self, t: usize) -> &Doorbell {
         self.region.doorbell(t)
+    }
+
+    /// Marks the program as stopping (as rank 0 does), and wakes this
+    /// process's workers so that they report whether they are quiet.
+    pub(crate) fn begin_stopping(&self) {
+        let h = self.region.header();
+        if h.stopping.load(Ordering::SeqCst) == 0 {
+            h.stopping.store(1, Ordering::SeqCst);
+            for t in self.local.clone() {
+                self.ring(t);
+            }
+        }
+    }
+
+    /// Stops this process's workers (rank 0 has stopped the program).
+    pub(crate) fn stop_all(&self) {
+        self.region.header().stop.store(1, Ordering::SeqCst);
+        for t in self.local.clone() {
+            self.ring(t);
+        }
     }
 
     pub(crate) fn stopping(&self) -> bool {

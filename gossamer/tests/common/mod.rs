@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod programs;
 
 use std::sync::mpsc;

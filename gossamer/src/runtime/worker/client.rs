@@ -15,6 +15,7 @@ use crate::channel::word_queue::WordQueue;
 
 use super::trustee::thread_shim;
 use super::Worker;
+use crate::runtime::region::Square;
 
 /// What to do with one response when it arrives.
 #[derive(Clone, Copy)]
@@ -36,6 +37,9 @@ pub(crate) struct Lane {
     pub(super) code_cache: [i64; CODE_CACHE],
     /// To another process: payloads waiting for the bulk area, in order.
     pub(super) big: VecDeque<Vec<u8>>,
+    /// To another host: the put of the staged batch, until its source may
+    /// be reused.
+    pub(super) put: Option<crate::fabric::Ticket>,
 }
 
 unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
@@ -105,7 +109,11 @@ impl Worker {
             "gossamer: a runtime message of {} bytes cannot be sent to another process",
             std::mem::size_of::<F>()
         );
-        let bulk_bytes = self.shared.region.bulk_bytes();
+        let bulk_bytes = if self.shared.same_host(t) {
+            self.shared.region.bulk_bytes()
+        } else {
+            self.shared.region.shape().far_bulk
+        };
         // Every check that may refuse the request comes before the code
         // cache is touched: the client's copy of the cache must change only
         // for a request the trustee will see, or the two fall out of step
@@ -117,7 +125,7 @@ impl Worker {
                 assert!(
                     b.len() <= bulk_bytes,
                     "gossamer: an argument of {} bytes exceeds the bulk area of {bulk_bytes} bytes between two threads \
-                     (set GOSSAMER_BULK_BYTES higher)",
+                     (set GOSSAMER_BULK_BYTES, or GOSSAMER_FAR_BULK_BYTES between hosts, higher)",
                     b.len()
                 );
                 (2, true)
@@ -188,7 +196,12 @@ impl Worker {
         // the pair's response area, unchanged until our next batch.
         unsafe {
             if crate::channel::record::is_remote_response(rec) {
-                crate::channel::record::take_remote_response::<U>(rec, self.shared.region.bulk(self.index, t, true))
+                let bulk = if self.shared.same_host(t) {
+                    self.shared.region.bulk(self.index, t, true)
+                } else {
+                    self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t)
+                };
+                crate::channel::record::take_remote_response::<U>(rec, bulk)
             } else {
                 take_response::<U>(rec)
             }
@@ -248,6 +261,9 @@ impl Worker {
     }
 
     pub(super) fn flush(&self, t: usize) -> bool {
+        if !self.shared.same_host(t) {
+            return self.flush_far(t);
+        }
         let mut lane = self.lanes[t].borrow_mut();
         if lane.in_flight != 0 || lane.pending.is_empty() {
             return false;
@@ -317,6 +333,10 @@ impl Worker {
                 (l.in_flight, l.flag)
             };
             if in_flight == 0 {
+                continue;
+            }
+            if !self.shared.same_host(t) {
+                did |= self.poll_far(t, in_flight, flag);
                 continue;
             }
             let slot = self.shared.matrix.response(self.index, t);

@@ -29,11 +29,22 @@ impl Worker {
         if sh.local_worker(me).has_inject.load(Ordering::Relaxed) || sh.stopped() {
             return true;
         }
-        (0..sh.n).any(|c| sh.matrix.request(c, me).flag() != self.served[c].get())
-            || (0..sh.n).any(|t| {
-                let l = self.lanes[t].borrow();
-                l.in_flight != 0 && sh.matrix.response(me, t).flag() == l.flag
-            })
+        (0..sh.n).any(|c| {
+            if sh.same_host(c) {
+                sh.matrix.request(c, me).flag() != self.served[c].get()
+            } else {
+                self.far_request_waiting(c)
+            }
+        }) || (0..sh.n).any(|t| {
+            let l = self.lanes[t].borrow();
+            if l.in_flight == 0 {
+                false
+            } else if sh.same_host(t) {
+                sh.matrix.response(me, t).flag() == l.flag
+            } else {
+                self.far_response_waiting(t, l.flag)
+            }
+        }) || self.fabric_busy()
     }
 
     pub(super) fn set_quiet(&self, q: bool) {
@@ -65,7 +76,9 @@ impl Worker {
         crate::runtime::fence::heavy();
         let ticket = crate::runtime::park::ticket(&bell.futex);
         if !self.has_incoming() {
-            crate::runtime::park::wait(&bell.futex, ticket, Duration::from_millis(50));
+            // Between hosts a put may land without anyone ringing: look again soon.
+            let nap = if self.shared.fabric.is_some() { Duration::from_millis(2) } else { Duration::from_millis(50) };
+            crate::runtime::park::wait(&bell.futex, ticket, nap);
         }
         bell.sleeping.store(0, Ordering::Relaxed);
     }

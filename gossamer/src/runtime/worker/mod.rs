@@ -5,6 +5,7 @@
 //! core in `idle`.
 
 mod client;
+mod far;
 mod idle;
 mod trustee;
 
@@ -46,6 +47,10 @@ pub(crate) struct Worker {
     served: Box<[Cell<u32>]>,
     /// Per client in another process: the trustee's copy of the code cache.
     codes: Box<[Cell<[i64; CODE_CACHE]>]>,
+    /// Per client on another host: the put of our last response to it.
+    resp_puts: Box<[Cell<Option<crate::fabric::Ticket>>]>,
+    /// This thread's access to the fabric (programs of several hosts).
+    fabric: RefCell<Option<Box<dyn crate::fabric::ThreadFabric>>>,
     pool: RefCell<StackPool>,
     properties: RefCell<Vec<*mut Header>>,
     pub(crate) cleaning: Cell<bool>,
@@ -83,6 +88,10 @@ impl Worker {
             lanes: (0..n).map(|_| RefCell::new(Lane::default())).collect(),
             served: (0..n).map(|_| Cell::new(0)).collect(),
             codes: (0..n).map(|_| Cell::new([0; CODE_CACHE])).collect(),
+            resp_puts: (0..n).map(|_| Cell::new(None)).collect(),
+            fabric: RefCell::new(shared.fabric.as_ref().map(|f| {
+                f.thread(index).unwrap_or_else(|e| panic!("gossamer: worker {index} cannot join the fabric: {e}"))
+            })),
             pool: RefCell::new(pool),
             properties: RefCell::new(Vec::new()),
             cleaning: Cell::new(false),
@@ -236,6 +245,7 @@ impl Worker {
             let mut did = self.drain_injector();
             let ran = self.run_ready();
             did |= self.flush_all();
+            did |= self.progress_fabric();
             did |= self.serve();
             did |= self.poll();
             did |= self.flush_all();

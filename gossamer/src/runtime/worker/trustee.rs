@@ -24,6 +24,10 @@ impl Worker {
         let mut did = false;
         let me = self.index;
         for c in 0..self.shared.n {
+            if !self.shared.same_host(c) {
+                did |= self.serve_far(c);
+                continue;
+            }
             let req = self.shared.matrix.request(c, me);
             let flag = req.flag();
             if flag == self.served[c].get() {

@@ -1,0 +1,284 @@
+//! The fabric between hosts over UCX: every process registers its host's
+//! region (the mapping it has of it) and opens one *receiver* worker, whose
+//! address and key it sends to rank 0 at start-up ([`LocalEnd`],
+//! [`PeerInfo`]); once every process's are known, each worker thread opens
+//! its own UCX worker and, lazily, one endpoint per remote host (§3.2.9:
+//! machines² × threads endpoints in all, never one per thread pair).
+//!
+//! A put to host `h` goes to one process of `h` — the same one for all of a
+//! thread's puts to `h`, spread over `h`'s processes by thread — into that
+//! process's mapping of `h`'s region, which every process of `h` sees.
+//!
+//! Over TCP, UCX carries a put as messages that the target writes into its
+//! memory when its receiver worker progresses: each process runs a
+//! receiver thread that progresses its receiver worker, and after it has
+//! handled anything wakes the process's sleeping workers, since the slot
+//! that changed may be theirs.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::ucx::{Context, Endpoint, MemRegion, Put, RemoteKey, Ucx, UcxError, Worker};
+use super::{Fabric, ThreadFabric, Ticket};
+
+/// Where to put into one process's mapping of its host's region.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PeerInfo {
+    /// The region's address in that process, and its length.
+    pub(crate) base: u64,
+    pub(crate) len: u64,
+    /// The packed remote key of the registration.
+    pub(crate) rkey: Vec<u8>,
+    /// The address of the process's receiver worker.
+    pub(crate) address: Vec<u8>,
+}
+
+fn text(e: UcxError) -> String {
+    e.to_string()
+}
+
+/// This process's end before the others are known.
+pub(crate) struct LocalEnd {
+    ctx: Context,
+    mem: MemRegion,
+    receiver: Worker,
+    info: PeerInfo,
+}
+
+impl LocalEnd {
+    /// Loads UCX, registers `region` (`(base, len)`, this process's mapping
+    /// of its host's region) and opens the receiver worker. `UCX_*`
+    /// variables (`UCX_TLS`, `UCX_NET_DEVICES`, …) apply unchanged.
+    pub(crate) fn new(region: (*mut u8, usize)) -> Result<LocalEnd, String> {
+        let ucx = Ucx::load().map_err(text)?;
+        let ctx = Context::new(&ucx, None).map_err(text)?;
+        // SAFETY: the region stays mapped for the life of the process (the
+        // runtime that owns it outlives the fabric), and only puts that
+        // follow the slot protocol write into it.
+        let mem = unsafe { ctx.mem_map(region.0, region.1) }.map_err(text)?;
+        let receiver = Worker::new(&ctx).map_err(text)?;
+        let info = PeerInfo {
+            base: mem.base(),
+            len: mem.len() as u64,
+            rkey: mem.pack_rkey().map_err(text)?,
+            address: receiver.address().map_err(text)?,
+        };
+        Ok(LocalEnd { ctx, mem, receiver, info })
+    }
+
+    pub(crate) fn info(&self) -> PeerInfo {
+        self.info.clone()
+    }
+
+    /// The fabric of rank `rank`, given every rank's [`PeerInfo`] and the
+    /// ranks of each host.
+    pub(crate) fn connect(
+        self,
+        rank: usize,
+        peers: Vec<PeerInfo>,
+        host_ranks: Vec<Vec<usize>>,
+    ) -> Result<Arc<dyn Fabric>, String> {
+        let my_host = host_ranks.iter().position(|r| r.contains(&rank)).ok_or("rank on no host")?;
+        Ok(Arc::new(UcxFabric {
+            shared: Arc::new(Common {
+                ctx: self.ctx,
+                peers,
+                host_ranks,
+                my_host,
+                counts: std::sync::Mutex::new(Vec::new()),
+            }),
+            _mem: self.mem,
+            receiver: Mutex::new(Some(self.receiver)),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: Mutex::new(None),
+        }))
+    }
+}
+
+struct Common {
+    ctx: Context,
+    peers: Vec<PeerInfo>,
+    host_ranks: Vec<Vec<usize>>,
+    my_host: usize,
+    /// Each thread's counts of puts and bytes (one writer each).
+    counts: Mutex<Vec<Arc<[AtomicU64; 2]>>>,
+}
+
+/// The UCX fabric of one process.
+struct UcxFabric {
+    shared: Arc<Common>,
+    _mem: MemRegion,
+    receiver: Mutex<Option<Worker>>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Fabric for UcxFabric {
+    fn thread(&self, index: usize) -> Result<Box<dyn ThreadFabric>, String> {
+        let worker = Worker::new(&self.shared.ctx).map_err(text)?;
+        let hosts = self.shared.host_ranks.len();
+        let counts: Arc<[AtomicU64; 2]> = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        self.shared.counts.lock().unwrap_or_else(|e| e.into_inner()).push(counts.clone());
+        Ok(Box::new(UcxThread {
+            in_flight: VecDeque::new(),
+            index,
+            counts,
+            common: self.shared.clone(),
+            eps: (0..hosts).map(|_| None).collect(),
+            next: 1,
+            worker: Box::new(worker),
+        }))
+    }
+
+    fn start(&self, wake: Box<dyn Fn() + Send + Sync>) {
+        let Some(receiver) = self.receiver.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let stop = self.stop.clone();
+        let h = std::thread::Builder::new()
+            .name("gossamer-fabric".into())
+            .spawn(move || {
+                let mut idle = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    if receiver.progress() > 0 {
+                        // Drain what arrived, then tell the workers.
+                        while receiver.progress() > 0 {}
+                        wake();
+                        idle = 0;
+                        continue;
+                    }
+                    idle += 1;
+                    if idle < 64 {
+                        std::thread::yield_now();
+                    } else {
+                        // Two cores and TCP: polling without pause would
+                        // starve the kernel's network processing.
+                        std::thread::sleep(Duration::from_micros(50));
+                    }
+                }
+            })
+            .expect("cannot start the fabric thread");
+        *self.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
+    }
+
+    fn counters(&self) -> (u64, u64) {
+        let c = self.shared.counts.lock().unwrap_or_else(|e| e.into_inner());
+        c.iter().fold((0, 0), |(p, b), x| (p + x[0].load(Ordering::Relaxed), b + x[1].load(Ordering::Relaxed)))
+    }
+
+    fn close(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// A remote host as one thread sees it: its endpoint and the key of the
+/// process it puts to.
+struct Route {
+    // Field order: the key and endpoint go before the worker does.
+    rkey: RemoteKey,
+    ep: Endpoint,
+    base: u64,
+}
+
+/// One worker thread's UCX state. The puts in flight borrow the worker,
+/// an endpoint, its key and bytes of the region; they are stored here with
+/// those borrows stretched to `'static`, which is sound because: the worker
+/// is boxed and the routes live in a boxed slice that never grows (their
+/// addresses never change, even when this struct moves); a route, once
+/// made, is never replaced or removed; the region stays mapped for the
+/// process's life; and fields drop in declaration order, so every put is
+/// finished (or cancelled) before the routes and the worker go.
+struct UcxThread {
+    in_flight: VecDeque<(Ticket, Put<'static>)>,
+    index: usize,
+    counts: Arc<[AtomicU64; 2]>,
+    common: Arc<Common>,
+    eps: Box<[Option<Route>]>,
+    next: Ticket,
+    worker: Box<Worker>,
+}
+
+impl UcxThread {
+    fn route(&mut self, host: usize) -> Result<&Route, String> {
+        if self.eps[host].is_none() {
+            if host == self.common.my_host {
+                return Err("a put to our own host".into());
+            }
+            let ranks = &self.common.host_ranks[host];
+            let p = ranks[self.index % ranks.len()];
+            let peer = &self.common.peers[p];
+            let ep = self.worker.connect(&peer.address).map_err(text)?;
+            let rkey = ep.unpack_rkey(&self.worker, &peer.rkey, peer.base, peer.len as usize).map_err(text)?;
+            self.eps[host] = Some(Route { rkey, ep, base: peer.base });
+        }
+        Ok(self.eps[host].as_ref().expect("just made"))
+    }
+
+    fn reap(&mut self) {
+        while let Some((_, p)) = self.in_flight.front_mut() {
+            match self.worker.is_done(p) {
+                Ok(false) => break,
+                Ok(true) => {
+                    self.in_flight.pop_front();
+                }
+                Err(e) => panic!("gossamer: a put to another host failed: {e}"),
+            }
+        }
+    }
+}
+
+impl ThreadFabric for UcxThread {
+    fn put(&mut self, host: usize, src: *const u8, len: usize, offset: usize) -> Result<Ticket, String> {
+        let route = self.route(host)?;
+        let addr = route.base + offset as u64;
+        // SAFETY: see `UcxThread`: the route and the worker stay where they
+        // are, unchanged, until every put is finished; `src..src + len`
+        // lies in our region, mapped for the process's life, and the caller
+        // leaves it alone until `done` says the put is complete.
+        let (ep, rkey, worker, bytes): (&'static Endpoint, &'static RemoteKey, &'static Worker, &'static [u8]) = unsafe {
+            (
+                &*(&route.ep as *const Endpoint),
+                &*(&route.rkey as *const RemoteKey),
+                &*(&*self.worker as *const Worker),
+                std::slice::from_raw_parts(src, len),
+            )
+        };
+        let put = ep.put(worker, bytes, addr, rkey).map_err(text)?;
+        // One writer per counter: plain loads and stores.
+        self.counts[0].store(self.counts[0].load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        self.counts[1].store(self.counts[1].load(Ordering::Relaxed) + len as u64, Ordering::Relaxed);
+        let t = self.next;
+        self.next += 1;
+        if !put.is_complete() {
+            self.in_flight.push_back((t, put));
+        }
+        Ok(t)
+    }
+
+    fn done(&mut self, ticket: Ticket) -> bool {
+        self.reap();
+        self.in_flight.front().is_none_or(|(t, _)| *t > ticket)
+    }
+
+    fn fence(&mut self) -> Result<(), String> {
+        self.worker.fence().map_err(text)
+    }
+
+    fn progress(&mut self) -> bool {
+        let n = self.worker.progress();
+        if !self.in_flight.is_empty() {
+            self.reap();
+        }
+        n > 0
+    }
+
+    fn busy(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+}

@@ -1,0 +1,47 @@
+//! The fabric: what moves slot bytes between the hosts of a program.
+//!
+//! Processes of one host share one region (shared memory, see
+//! `runtime::region` and `rack::shm`): a slot of another process on the same
+//! host is written with plain stores into the mapping. Between hosts, a slot
+//! is prepared in a staging slot of the local region and copied into the
+//! other host's region with one one-sided put ([`ThreadFabric::put`]); the
+//! backend between hosts is UCX ([`ucx`]). The worker loop only ever polls
+//! its own host's memory; each worker drives its fabric's progress.
+
+pub(crate) mod hosts;
+pub(crate) mod ucx;
+
+/// A put in flight, named by the thread fabric that started it.
+pub(crate) type Ticket = u64;
+
+/// Moves bytes from this process to the regions of other hosts.
+pub(crate) trait Fabric: Send + Sync {
+    /// The per-thread part for worker `index`, created on that thread.
+    fn thread(&self, index: usize) -> Result<Box<dyn ThreadFabric>, String>;
+    /// Starts what the fabric runs on its own (a progress thread), once the
+    /// runtime is up; `wake` wakes this process's sleeping workers.
+    fn start(&self, wake: Box<dyn Fn() + Send + Sync>);
+    /// Puts issued and bytes put by all threads so far.
+    fn counters(&self) -> (u64, u64);
+    /// Stops what the fabric runs on its own (progress threads), after the
+    /// workers have stopped.
+    fn close(&self);
+}
+
+/// One worker thread's access to the fabric: its own endpoints, one per
+/// remote host (never one per thread pair).
+pub(crate) trait ThreadFabric {
+    /// Starts copying `len` bytes at `src` (inside this host's region) to
+    /// byte `offset` of host `host`'s region. The source must stay
+    /// unchanged until [`done`](Self::done) says so.
+    fn put(&mut self, host: usize, src: *const u8, len: usize, offset: usize) -> Result<Ticket, String>;
+    /// Whether the put's source may be reused (local completion).
+    fn done(&mut self, ticket: Ticket) -> bool;
+    /// Orders the puts issued so far before any issued later (a large
+    /// payload before the slot that names it).
+    fn fence(&mut self) -> Result<(), String>;
+    /// Drives outstanding work; true if anything happened.
+    fn progress(&mut self) -> bool;
+    /// Whether puts are still in flight.
+    fn busy(&self) -> bool;
+}

@@ -1,0 +1,199 @@
+//! The control connections of a program, over a Unix socket (processes of
+//! one host) or TCP (a rendezvous that other hosts can reach). Rank 0
+//! listens at the rendezvous; `GOSSAMER_RENDEZVOUS` names it: a
+//! `host:port` (or `ip:port`) is TCP, anything else a socket path.
+
+use std::io::{self, Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where rank 0 listens.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Rendezvous {
+    /// A Unix socket path (one host).
+    Unix(PathBuf),
+    /// A TCP address, `host:port`.
+    Tcp(String),
+}
+
+impl Rendezvous {
+    /// Reads `GOSSAMER_RENDEZVOUS`-style text: `host:port` with a numeric
+    /// port is TCP, anything else a path.
+    pub(crate) fn parse(s: &std::ffi::OsStr) -> Rendezvous {
+        if let Some(t) = s.to_str() {
+            if let Some((host, port)) = t.rsplit_once(':') {
+                if !host.is_empty() && !host.contains('/') && port.parse::<u16>().is_ok() {
+                    return Rendezvous::Tcp(t.to_string());
+                }
+            }
+        }
+        Rendezvous::Unix(PathBuf::from(s))
+    }
+
+    /// The text form, for the environment of started processes.
+    pub(crate) fn as_env(&self) -> std::ffi::OsString {
+        match self {
+            Rendezvous::Unix(p) => p.clone().into_os_string(),
+            Rendezvous::Tcp(a) => a.into(),
+        }
+    }
+
+    /// The socket path, if it is one (to remove it when done).
+    pub(crate) fn path(&self) -> Option<&Path> {
+        match self {
+            Rendezvous::Unix(p) => Some(p),
+            Rendezvous::Tcp(_) => None,
+        }
+    }
+
+    pub(crate) fn listen(&self) -> io::Result<Listener> {
+        match self {
+            Rendezvous::Unix(p) => {
+                let _ = std::fs::remove_file(p);
+                UnixListener::bind(p).map(Listener::Unix)
+            }
+            Rendezvous::Tcp(a) => {
+                // Listen on every address of the port, so that other hosts
+                // reach us whichever of our addresses they were given.
+                let port = a.rsplit_once(':').map(|x| x.1).unwrap_or("0");
+                TcpListener::bind(a.as_str())
+                    .or_else(|_| TcpListener::bind(format!("0.0.0.0:{port}")))
+                    .map(Listener::Tcp)
+            }
+        }
+    }
+
+    pub(crate) fn connect(&self) -> io::Result<Stream> {
+        match self {
+            Rendezvous::Unix(p) => UnixStream::connect(p).map(Stream::Unix),
+            Rendezvous::Tcp(a) => {
+                let addr = a
+                    .to_socket_addrs()?
+                    .next()
+                    .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no address for {a}")))?;
+                let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+                s.set_nodelay(true)?;
+                Ok(Stream::Tcp(s))
+            }
+        }
+    }
+}
+
+pub(crate) enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+impl Listener {
+    pub(crate) fn set_nonblocking(&self, b: bool) -> io::Result<()> {
+        match self {
+            Listener::Unix(l) => l.set_nonblocking(b),
+            Listener::Tcp(l) => l.set_nonblocking(b),
+        }
+    }
+
+    pub(crate) fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Tcp(l) => {
+                let (s, _) = l.accept()?;
+                s.set_nodelay(true)?;
+                Ok(Stream::Tcp(s))
+            }
+        }
+    }
+}
+
+/// One control connection.
+pub(crate) enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    pub(crate) fn set_nonblocking(&self, b: bool) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_nonblocking(b),
+            Stream::Tcp(s) => s.set_nonblocking(b),
+        }
+    }
+
+    pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_read_timeout(t),
+            Stream::Tcp(s) => s.set_read_timeout(t),
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tcp(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.flush(),
+            Stream::Tcp(s) => s.flush(),
+        }
+    }
+}
+
+impl AsRawFd for Stream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Stream::Unix(s) => s.as_raw_fd(),
+            Stream::Tcp(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+#[cfg(all(test, not(miri)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendezvous_text_is_tcp_only_for_host_and_port() {
+        assert_eq!(Rendezvous::parse("10.0.0.1:7000".as_ref()), Rendezvous::Tcp("10.0.0.1:7000".into()));
+        assert_eq!(Rendezvous::parse("node-3:7000".as_ref()), Rendezvous::Tcp("node-3:7000".into()));
+        assert_eq!(Rendezvous::parse("/tmp/x.sock".as_ref()), Rendezvous::Unix("/tmp/x.sock".into()));
+        assert_eq!(Rendezvous::parse("/tmp/a:7".as_ref()), Rendezvous::Unix("/tmp/a:7".into()));
+        assert_eq!(Rendezvous::parse("rel.sock".as_ref()), Rendezvous::Unix("rel.sock".into()));
+    }
+
+    #[test]
+    fn tcp_rendezvous_round_trips_bytes() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        drop(l);
+        let r = Rendezvous::Tcp(format!("127.0.0.1:{port}"));
+        let listener = r.listen().unwrap();
+        let h = std::thread::spawn(move || {
+            let mut s = listener.accept().unwrap();
+            let mut b = [0u8; 5];
+            s.read_exact(&mut b).unwrap();
+            s.write_all(&b).unwrap();
+        });
+        let mut c = r.connect().unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut b = [0u8; 5];
+        c.read_exact(&mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        h.join().unwrap();
+    }
+}

@@ -1,0 +1,219 @@
+//! A worker's side of the pairs that cross hosts (§3.2.7–3.2.8): requests
+//! and responses are prepared in the host's staging slots, put into the
+//! other host's landing slots by the fabric, and read from our own landing
+//! slots once they have fully arrived (see `channel::remote_slot`).
+//!
+//! The protocol per (client, trustee) pair is the same as within a host —
+//! one batch in flight, answered by one batch — so a staging or landing
+//! slot is never written while its reader may still read it: the client
+//! stages batch `k + 1` only after the response to batch `k` landed, and
+//! the trustee stages its response only after batch `k + 1` landed. The
+//! one extra rule is local: a staging slot is reused only once the fabric
+//! says the put from it is done.
+
+use crate::channel::record::{dispatch_remote, record_words, Far, Responder, FALLBACK_WORDS, TAIL_IN_BULK};
+use crate::channel::remote;
+use crate::runtime::region::{Region, Square};
+
+use super::Worker;
+
+impl Worker {
+    fn put_far(
+        &self,
+        host_thread: usize,
+        square: Square,
+        local: usize,
+        src: *const u8,
+        range: std::ops::Range<usize>,
+    ) -> crate::fabric::Ticket {
+        let host = self.shared.placement.host_of(host_thread);
+        let offset = Region::square_offset(&self.shared.shapes[host], square, host_thread, local) + range.start;
+        let mut f = self.fabric.borrow_mut();
+        let f = f.as_mut().expect("gossamer: a thread on another host but no fabric");
+        // SAFETY of the source: it lies in our region's staging slot, which
+        // we leave alone until the fabric says the put is done.
+        match f.put(host, src.wrapping_add(range.start), range.len(), offset) {
+            Ok(t) => t,
+            Err(e) => panic!("gossamer: cannot reach host {host} (thread {host_thread}): {e}"),
+        }
+    }
+
+    /// Whether the put `ticket` is done (its staging slot free), driving
+    /// progress once if not.
+    fn put_done(&self, ticket: crate::fabric::Ticket) -> bool {
+        let mut f = self.fabric.borrow_mut();
+        let f = f.as_mut().expect("gossamer: no fabric");
+        f.done(ticket) || (f.progress() && f.done(ticket))
+    }
+
+    /// Sends the queued requests for trustee `t` on another host: large
+    /// payloads first (into the pair's bulk area there), a fence, then the
+    /// slot that names them.
+    pub(super) fn flush_far(&self, t: usize) -> bool {
+        let mut lane = self.lanes[t].borrow_mut();
+        if lane.in_flight != 0 || lane.pending.is_empty() {
+            return false;
+        }
+        if let Some(p) = lane.put {
+            if !self.put_done(p) {
+                return false;
+            }
+            lane.put = None;
+        }
+        let region = &self.shared.region;
+        let staging = region.remote_slot(Square::RequestStaging, self.index, t);
+        let far_bulk = region.shape().far_bulk;
+        let bulk = if far_bulk > 0 {
+            region.far_bulk(Square::RequestBulkStaging, self.index, t)
+        } else {
+            std::ptr::null_mut()
+        };
+        let seq = lane.flag.wrapping_add(1);
+        let lane = &mut *lane;
+        let mut bulk_used = 0usize;
+        // SAFETY: our staging slot and bulk area for `t`; the puts from the
+        // last batch are done (checked above: the slot's put is the last
+        // one) and nobody else writes them.
+        let (count, _, range) = unsafe {
+            staging.stage(seq as u64, 0, |w| {
+                while let Some(rec) = lane.pending.front() {
+                    let words = record_words(rec);
+                    let hdr = (*rec).assume_init();
+                    let big_len = if hdr & remote::FLAG_BULK_TAIL != 0 {
+                        let len = ((*rec.add(words - 2)).assume_init() & !TAIL_IN_BULK) as usize;
+                        if bulk_used + len > far_bulk {
+                            break; // the next batch
+                        }
+                        Some(len)
+                    } else {
+                        None
+                    };
+                    let Some(dst) = w.reserve(words, 0) else { break };
+                    // SAFETY: `rec` holds `words` words; `dst` has room.
+                    std::ptr::copy_nonoverlapping(rec, dst, words);
+                    if let Some(len) = big_len {
+                        let bytes = lane.big.pop_front().expect("gossamer: bulk payload missing");
+                        debug_assert_eq!(bytes.len(), len);
+                        std::ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
+                        *dst.add(words - 1) = remote::word(bulk_used as u64);
+                        bulk_used = (bulk_used + len).next_multiple_of(8);
+                    }
+                    lane.pending.pop(words);
+                }
+                w.count()
+            })
+        };
+        assert!(count > 0, "gossamer: a request larger than a slot was queued");
+        lane.flag = seq;
+        lane.in_flight = count;
+        if bulk_used > 0 {
+            self.put_far(t, Square::RequestBulkLanding, self.index, bulk, 0..bulk_used);
+            self.fence_far();
+        }
+        lane.put = Some(self.put_far(t, Square::RequestLanding, self.index, staging.as_ptr(), range));
+        true
+    }
+
+    fn fence_far(&self) {
+        let mut f = self.fabric.borrow_mut();
+        if let Err(e) = f.as_mut().expect("gossamer: no fabric").fence() {
+            panic!("gossamer: cannot order puts to another host: {e}");
+        }
+    }
+
+    /// Completes the batch for trustee `t` on another host if its
+    /// responses have fully landed.
+    pub(super) fn poll_far(&self, t: usize, in_flight: u32, seq: u32) -> bool {
+        let slot = self.shared.region.remote_slot(Square::ResponseLanding, self.index, t);
+        if slot.seq() != seq as u64 {
+            return false;
+        }
+        let Some(batch) = slot.land(seq as u64) else { return false };
+        assert_eq!(batch.count(), in_flight, "gossamer: response count does not match the batch");
+        batch.read(|r| {
+            while let Some(rec) = r.next(record_words) {
+                let c = self.lanes[t].borrow_mut().completions.pop_front().expect("gossamer: response without request");
+                // SAFETY: the record is the response to this completion's
+                // request (responses come in request order).
+                unsafe { (c.run)(self, t, c.data, rec) };
+            }
+        });
+        self.lanes[t].borrow_mut().in_flight = 0;
+        true
+    }
+
+    /// Serves a batch from client `c` on another host, if one has fully
+    /// landed and our staging slot for its answer is free.
+    pub(super) fn serve_far(&self, c: usize) -> bool {
+        let me = self.index;
+        let landing = self.shared.region.remote_slot(Square::RequestLanding, me, c);
+        let seq = landing.seq();
+        if seq == self.served[c].get() as u64 {
+            return false;
+        }
+        if let Some(p) = self.resp_puts[c].get() {
+            if !self.put_done(p) {
+                return false;
+            }
+            self.resp_puts[c].set(None);
+        }
+        let Some(batch) = landing.land(seq) else { return false };
+        let region = &self.shared.region;
+        let staging = region.remote_slot(Square::ResponseStaging, me, c);
+        let far_bulk = region.shape().far_bulk;
+        let (req_bulk, resp_bulk) = if far_bulk > 0 {
+            (region.far_bulk(Square::RequestBulkLanding, me, c), region.far_bulk(Square::ResponseBulkStaging, me, c))
+        } else {
+            (std::ptr::null_mut(), std::ptr::null_mut())
+        };
+        let far = Far { client: c, req_bulk, resp_bulk, bulk_bytes: far_bulk };
+        let mut cache = self.codes[c].get();
+        let g = self.enter_delegated();
+        // SAFETY: our staging slot for `c`, free (checked above); the
+        // batch is a checked private copy; each request runs once.
+        let (bulk_used, _, range) = unsafe {
+            staging.stage(seq, FALLBACK_WORDS, |w| {
+                let mut out = Responder::far(w, batch.count() as usize, far);
+                batch.read(|r| {
+                    while let Some(rec) = r.next(record_words) {
+                        dispatch_remote(rec, &mut out, &mut cache);
+                    }
+                });
+                out.bulk_used()
+            })
+        };
+        drop(g);
+        self.codes[c].set(cache);
+        self.served[c].set(seq as u32);
+        if bulk_used > 0 {
+            self.put_far(c, Square::ResponseBulkLanding, me, resp_bulk, 0..bulk_used);
+            self.fence_far();
+        }
+        self.resp_puts[c].set(Some(self.put_far(c, Square::ResponseLanding, me, staging.as_ptr(), range)));
+        true
+    }
+
+    /// Whether client `c` (on another host) has a new batch for us.
+    pub(super) fn far_request_waiting(&self, c: usize) -> bool {
+        self.shared.region.remote_slot(crate::runtime::region::Square::RequestLanding, self.index, c).seq()
+            != self.served[c].get() as u64
+    }
+
+    /// Whether trustee `t` (on another host) answered batch `seq`.
+    pub(super) fn far_response_waiting(&self, t: usize, seq: u32) -> bool {
+        self.shared.region.remote_slot(Square::ResponseLanding, self.index, t).seq() == seq as u64
+    }
+
+    /// Drives the fabric; true if anything happened.
+    pub(super) fn progress_fabric(&self) -> bool {
+        match self.fabric.borrow_mut().as_mut() {
+            Some(f) => f.progress(),
+            None => false,
+        }
+    }
+
+    /// Whether puts of ours are still in flight.
+    pub(super) fn fabric_busy(&self) -> bool {
+        self.fabric.borrow().as_ref().is_some_and(|f| f.busy())
+    }
+}
