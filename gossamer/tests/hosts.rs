@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use gossamer::Trust;
 
 mod common;
-use common::programs::{run_program, text};
+use common::netns;
+use common::programs::{run_program, survivors, text};
 
 const HOSTS: usize = 4;
 const PER_HOST: usize = 2;
@@ -158,6 +159,21 @@ fn crash() {
     unreachable!("the program should have stopped");
 }
 
+/// Keeps every host busy until the test kills something.
+fn busy() {
+    check_layout();
+    let counters: Vec<Trust<u64>> = (0..THREADS).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+    println!("BUSY");
+    let end = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < end {
+        for c in &counters {
+            c.apply(|v| *v += 1);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    println!("SCENARIO busy ok");
+}
+
 #[test]
 fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
@@ -166,6 +182,8 @@ fn scenario_entry() {
         "ordering" => ordering,
         "refcount" => refcount,
         "crash" => crash,
+        "busy" => busy,
+        "mismatch" => || unreachable!("never started"),
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, THREADS);
@@ -191,24 +209,42 @@ fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
-/// Every rank of a program over `HOSTS` hosts on this machine (names only).
-fn ranks(scenario: &str) -> Vec<Command> {
-    let rendezvous = format!("127.0.0.1:{}", free_port());
-    let exe = std::env::current_exe().unwrap();
+/// Every rank of a program over `HOSTS` hosts: on this machine with host
+/// names only (`rack` None), or in the simulated hosts of `rack`. Rank `r`
+/// runs on host `r % HOSTS`.
+fn ranks_on(
+    rack: Option<&netns::SimRack>,
+    scenario: &str,
+    exe_of: impl Fn(usize) -> std::path::PathBuf,
+) -> Vec<Command> {
+    let rendezvous = match rack {
+        None => format!("127.0.0.1:{}", free_port()),
+        Some(r) => format!("{}:{}", r.addr(0), 20000 + (std::process::id() % 20000)),
+    };
     (0..HOSTS * PER_HOST)
         .map(|r| {
-            let mut c = Command::new(&exe);
+            let exe = exe_of(r);
+            let mut c = match rack {
+                None => {
+                    let mut c = Command::new(&exe);
+                    c.env("GOSSAMER_HOST", format!("h{}", r % HOSTS)).env("UCX_TLS", "tcp");
+                    c
+                }
+                Some(rack) => rack.command(r % HOSTS, &exe),
+            };
             c.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
                 .env("GOSSAMER_SCENARIO", scenario)
                 .env("GOSSAMER_RANK", r.to_string())
                 .env("GOSSAMER_SIZE", (HOSTS * PER_HOST).to_string())
                 .env("GOSSAMER_RENDEZVOUS", &rendezvous)
-                .env("GOSSAMER_HOST", format!("h{}", r % HOSTS))
-                .env("UCX_TLS", "tcp")
                 .env_remove("GOSSAMER_PROCESSES");
             c
         })
         .collect()
+}
+
+fn ranks(scenario: &str) -> Vec<Command> {
+    ranks_on(None, scenario, |_| std::env::current_exe().unwrap())
 }
 
 /// Runs every rank; returns rank 0's output and the others'.
@@ -221,7 +257,11 @@ fn run_all(cmds: Vec<Command>, timeout: Duration) -> (Output, Vec<Output>) {
 }
 
 fn expect_ok(scenario: &str) -> String {
-    let (out0, others) = run_all(ranks(scenario), Duration::from_secs(120));
+    expect_ok_with(ranks(scenario), scenario)
+}
+
+fn expect_ok_with(cmds: Vec<Command>, scenario: &str) -> String {
+    let (out0, others) = run_all(cmds, Duration::from_secs(120));
     let t = text(&out0);
     let rest: Vec<String> = others.iter().map(text).collect();
     assert!(out0.status.success(), "rank 0 of {scenario} failed:\n{t}\nothers:\n{}", rest.join("\n---\n"));
@@ -270,4 +310,169 @@ fn a_rank_crashing_on_another_host_stops_the_program_and_is_named() {
     // `run_program` saw every process end and none left behind.
     assert_eq!(others.len(), HOSTS * PER_HOST - 1);
     println!("crash to the whole program's exit: {:?}", start.elapsed());
+}
+
+/// Starts every rank (rank 0 last), waits until rank 0 says BUSY, runs
+/// `strike` on the children (by rank), and measures how long rank 0 takes to
+/// exit afterwards. Everything left is killed at the end.
+fn strike_and_time(cmds: Vec<Command>, strike: impl FnOnce(&mut [std::process::Child])) -> (Duration, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let tag = format!("strike-{}-{:?}", std::process::id(), Instant::now());
+    let mut children: Vec<std::process::Child> = cmds
+        .into_iter()
+        .map(|mut c| {
+            c.env("GOSSAMER_TEST_TAG", &tag).stdout(Stdio::piped()).stderr(Stdio::piped());
+            c.spawn().unwrap()
+        })
+        .collect();
+    let out = BufReader::new(children[0].stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let err = children[0].stderr.take().unwrap();
+    let errs = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(err), &mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) if l.contains("BUSY") => break,
+            Ok(_) => {}
+            Err(_) => assert!(Instant::now() < deadline, "the program did not start"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    strike(&mut children);
+    let struck = Instant::now();
+    let took = loop {
+        if let Some(status) = children[0].try_wait().unwrap() {
+            assert!(!status.success(), "rank 0 must fail");
+            break struck.elapsed();
+        }
+        assert!(struck.elapsed() < Duration::from_secs(30), "rank 0 did not notice");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // Every process ends by itself (a stopped one is killed here).
+    let end = Instant::now() + Duration::from_secs(10);
+    for c in children.iter_mut() {
+        while c.try_wait().unwrap().is_none() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert_eq!(survivors(&tag), Vec::<u32>::new(), "processes left behind");
+    (took, errs.join().unwrap())
+}
+
+fn kill(c: &mut std::process::Child, sig: i32) {
+    // SAFETY: a signal to our own child process.
+    unsafe { libc::kill(c.id() as i32, sig) };
+}
+
+#[test]
+fn a_host_that_vanishes_stops_the_program_within_two_seconds() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let (took, err) = strike_and_time(ranks("busy"), |ch| {
+        // Host h3 runs ranks 3 and 7: kill both.
+        kill(&mut ch[3], libc::SIGKILL);
+        kill(&mut ch[7], libc::SIGKILL);
+    });
+    assert!(err.contains("failed") && err.contains("h3"), "rank 0 names the rank and its host:\n{err}");
+    println!("host h3 killed -> program exit in {took:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn a_hung_rank_stops_the_program() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let (took, err) = strike_and_time(ranks("busy"), |ch| kill(&mut ch[6], libc::SIGSTOP));
+    assert!(err.contains("rank 6 failed") && err.contains("stopped answering"), "{err}");
+    println!("rank 6 stopped -> program exit in {took:?}");
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+// ---- simulated hosts: network namespaces joined by a bridge -------------------
+
+#[test]
+fn simulated_hosts_count_exactly_over_the_bridge() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let before: Vec<_> = (0..HOSTS).map(|h| rack.fabric_bytes(h).unwrap()).collect();
+    let me = std::env::current_exe().unwrap();
+    let t = expect_ok_with(ranks_on(Some(&rack), "counters", |_| me.clone()), "counters");
+    println!("{}", t.lines().filter(|l| l.starts_with("FABRIC")).collect::<Vec<_>>().join("\n"));
+    // The bytes crossed the bridge: every host sent and received traffic.
+    for h in 0..HOSTS {
+        let after = rack.fabric_bytes(h).unwrap();
+        assert!(after.sent > before[h].sent + 10_000, "host {h} sent {:?} -> {after:?}", before[h]);
+        assert!(after.received > before[h].received + 10_000, "host {h} received {:?} -> {after:?}", before[h]);
+    }
+}
+
+#[test]
+fn simulated_hosts_keep_order_and_drop_once() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let me = std::env::current_exe().unwrap();
+    expect_ok_with(ranks_on(Some(&rack), "ordering", |_| me.clone()), "ordering");
+    expect_ok_with(ranks_on(Some(&rack), "refcount", |_| me.clone()), "refcount");
+}
+
+#[test]
+fn a_simulated_host_killed_stops_the_program() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let me = std::env::current_exe().unwrap();
+    let (took, err) = strike_and_time(ranks_on(Some(&rack), "busy", |_| me.clone()), |ch| {
+        kill(&mut ch[2], libc::SIGKILL);
+        kill(&mut ch[6], libc::SIGKILL);
+    });
+    assert!(err.contains("failed") && err.contains("h2"), "{err}");
+    println!("simulated host h2 killed -> program exit in {took:?}");
+}
+
+#[test]
+fn a_simulated_host_with_a_different_binary_is_refused() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let dir = std::env::temp_dir().join(format!("gossamer-hosts-mismatch-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let me = std::env::current_exe().unwrap();
+    let other = dir.join("other");
+    let mut bytes = std::fs::read(&me).unwrap();
+    bytes.push(0);
+    std::fs::write(&other, bytes).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    // Host h2's processes run the stale copy.
+    let (out0, others) = run_all(
+        ranks_on(Some(&rack), "mismatch", |r| if r % HOSTS == 2 { other.clone() } else { me.clone() }),
+        Duration::from_secs(60),
+    );
+    let t0 = text(&out0);
+    assert!(!out0.status.success(), "{t0}");
+    assert!(t0.contains("different binary") && t0.contains("host h2"), "{t0}");
+    assert!(others.iter().all(|o| !o.status.success()), "every rank was refused");
+    let _ = std::fs::remove_dir_all(&dir);
 }

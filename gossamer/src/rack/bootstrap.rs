@@ -378,7 +378,8 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     }
     let streams: Vec<Stream> = conns.into_iter().skip(1).map(|s| s.expect("connected")).collect();
     let remote: Vec<bool> = (1..role.size).map(|r| layout.host_of_rank[r] != 0).collect();
-    let monitor = Monitor::start(rt.shared(), streams, remote, std::mem::take(&mut children.0));
+    let host_names: Vec<String> = (1..role.size).map(|r| layout.host_names[layout.host_of_rank[r]].clone()).collect();
+    let monitor = Monitor::start(rt.shared(), streams, remote, host_names, std::mem::take(&mut children.0));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(gsm_main)));
     if let Err(p) = r {
         monitor.abort();
@@ -465,40 +466,51 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     let rt = start_runtime(&role, &layout, region, key, fabric.clone())?;
     control::send(&mut s, &Msg::Ready).map_err(io_err("sending ready"))?;
 
-    // Serve until rank 0 stops the program, or dies. On another host than
-    // rank 0's, the flags that rank 0 sets in its region arrive as messages.
+    // Serve until rank 0 stops the program, or dies, or falls silent. On
+    // another host than rank 0's, the flags that rank 0 sets in its region
+    // arrive as messages.
     let shared = rt.shared();
-    let far = layout.host_of_rank[role.rank] != layout.host_of_rank[0];
+    let mut heard = Instant::now();
+    let mut beat = Instant::now();
     loop {
         if shared.stopped() {
             break;
         }
-        if far {
-            match wait_message(&mut s, Duration::from_millis(2)) {
-                Ok(None) => {}
-                Ok(Some(Msg::Probe(k))) => {
-                    shared.begin_stopping();
-                    let threads = shared
-                        .local
-                        .clone()
-                        .map(|t| {
-                            let d = shared.doorbell(t);
-                            (t as u32, d.quiet.load(Ordering::SeqCst), d.epoch.load(Ordering::SeqCst))
-                        })
-                        .collect();
-                    if control::send(&mut s, &Msg::Status { probe: k, threads }).is_err() {
-                        rank0_gone(role.rank);
-                    }
+        if beat.elapsed() >= control::HEARTBEAT {
+            beat = Instant::now();
+            if control::send(&mut s, &Msg::Heartbeat).is_err() {
+                rank0_gone(role.rank, "its control connection closed");
+            }
+        }
+        match wait_message(&mut s, Duration::from_millis(2)) {
+            Ok(None) => {
+                if heard.elapsed() > control::SILENCE {
+                    rank0_gone(role.rank, "it stopped answering");
                 }
-                Ok(Some(Msg::Stop)) => shared.stop_all(),
-                Ok(Some(_)) => {}
-                Err(_) => rank0_gone(role.rank),
+                continue;
             }
-        } else {
-            if peer_closed(&s) {
-                rank0_gone(role.rank);
+            Ok(Some(())) => {}
+            Err(_) => rank0_gone(role.rank, "its control connection failed"),
+        }
+        heard = Instant::now();
+        match control::recv(&mut s) {
+            Ok(Msg::Probe(k)) => {
+                shared.begin_stopping();
+                let threads = shared
+                    .local
+                    .clone()
+                    .map(|t| {
+                        let d = shared.doorbell(t);
+                        (t as u32, d.quiet.load(Ordering::SeqCst), d.epoch.load(Ordering::SeqCst))
+                    })
+                    .collect();
+                if control::send(&mut s, &Msg::Status { probe: k, threads }).is_err() {
+                    rank0_gone(role.rank, "its control connection closed");
+                }
             }
-            std::thread::sleep(Duration::from_millis(2));
+            Ok(Msg::Stop) => shared.stop_all(),
+            Ok(_) => {}
+            Err(_) => rank0_gone(role.rank, "its control connection closed"),
         }
     }
     rt.leave();
@@ -509,31 +521,22 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     std::process::exit(0);
 }
 
-fn rank0_gone(rank: usize) -> ! {
-    eprintln!("gossamer: rank {rank}: rank 0 is gone; stopping");
+fn rank0_gone(rank: usize, why: &str) -> ! {
+    eprintln!("gossamer: rank {rank}: rank 0 is gone ({why}); stopping");
     std::process::exit(1);
 }
 
-/// The next control message, if one arrives within `t`; an error when the
-/// connection is gone.
-fn wait_message(s: &mut Stream, t: Duration) -> io::Result<Option<Msg>> {
+/// Whether something (a message, or the end of the connection) arrives
+/// within `t`.
+fn wait_message(s: &mut Stream, t: Duration) -> io::Result<Option<()>> {
     use std::os::fd::AsRawFd;
     let mut fd = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for our own socket.
     let n = unsafe { libc::poll(&mut fd, 1, t.as_millis() as libc::c_int) };
-    if n <= 0 || fd.revents == 0 {
-        return Ok(None);
+    if n < 0 {
+        return Err(io::Error::last_os_error());
     }
-    control::recv(s).map(Some)
-}
-
-/// True when the other end of `s` has closed (without reading anything).
-fn peer_closed(s: &Stream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut b = [0u8; 1];
-    // SAFETY: a one-byte peek into our buffer on our own socket.
-    let n = unsafe { libc::recv(s.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT) };
-    n == 0 || (n < 0 && io::Error::last_os_error().kind() != io::ErrorKind::WouldBlock)
+    Ok((n > 0 && fd.revents != 0).then_some(()))
 }
 
 /// Runs `f` when dropped.

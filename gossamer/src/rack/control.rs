@@ -10,6 +10,11 @@ use serde::{Deserialize, Serialize};
 use super::stream::Stream;
 use crate::fabric::hosts::PeerInfo;
 
+/// How often both ends of a control connection say they are alive.
+pub(crate) const HEARTBEAT: Duration = Duration::from_millis(200);
+/// How long a silent peer is given before the program stops.
+pub(crate) const SILENCE: Duration = Duration::from_millis(1500);
+
 /// Largest control message accepted.
 const MAX_MESSAGE: usize = 1 << 20;
 
@@ -47,6 +52,9 @@ pub(crate) enum Msg {
     Status { probe: u64, threads: Vec<(u32, u32, u64)> },
     /// Rank 0 has stopped the program: leave (to another host).
     Stop,
+    /// Still here: sent both ways every `HEARTBEAT`; a peer silent for
+    /// `SILENCE` is taken for dead (hung, or its host unreachable).
+    Heartbeat,
     /// A process has stopped its workers and is about to exit cleanly.
     Bye,
 }
@@ -138,6 +146,7 @@ mod tests {
                 Msg::Probe(hash),
                 Msg::Status { probe: hash, threads: vec![(rank, 1, hash)] },
                 Msg::Stop,
+                Msg::Heartbeat,
                 Msg::Bye,
             ] {
                 let body = postcard::to_stdvec(&m).unwrap();

@@ -130,6 +130,9 @@ pub fn host_name() -> String {
             return h;
         }
     }
+    if cfg!(miri) {
+        return "localhost".into();
+    }
     let mut buf = [0u8; 256];
     // SAFETY: `buf` is writable for its length; gethostname NUL-terminates
     // within it on success.

@@ -12,7 +12,7 @@ use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::control::{self, Msg};
 use super::stream::Stream;
@@ -44,6 +44,7 @@ impl Monitor {
         shared: Arc<Shared>,
         streams: Vec<Stream>,
         remote: Vec<bool>,
+        hosts: Vec<String>,
         mut children: Vec<Child>,
     ) -> Monitor {
         let finishing = Arc::new(AtomicBool::new(false));
@@ -71,6 +72,8 @@ impl Monitor {
                 // The probe being answered: who still owes a status, and whom to tell.
                 let mut waiting: Option<(Vec<bool>, mpsc::Sender<()>)> = None;
                 let mut stop_sent = false;
+                let mut heard = vec![Instant::now(); streams.len()];
+                let mut beat = Instant::now();
                 loop {
                     if a2.load(Ordering::SeqCst) {
                         kill_all(&mut children);
@@ -97,6 +100,24 @@ impl Monitor {
                             }
                         }
                     }
+                    if beat.elapsed() >= control::HEARTBEAT {
+                        beat = Instant::now();
+                        for i in 0..streams.len() {
+                            if !closed[i] {
+                                let _ = control::send(&mut streams[i], &Msg::Heartbeat);
+                            }
+                        }
+                    }
+                    for i in 0..streams.len() {
+                        if !closed[i] && !bye[i] && heard[i].elapsed() > control::SILENCE {
+                            let cause = format!(
+                                "stopped answering for {:?} (hung, or host {} unreachable)",
+                                control::SILENCE,
+                                hosts[i]
+                            );
+                            fail(&shared, &mut children, i + 1, &hosts[i], &cause);
+                        }
+                    }
                     let mut fds: Vec<libc::pollfd> = streams
                         .iter()
                         .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
@@ -108,6 +129,7 @@ impl Monitor {
                         if closed[i] || fd.revents == 0 {
                             continue;
                         }
+                        heard[i] = Instant::now();
                         match control::recv(&mut streams[i]) {
                             Ok(Msg::Bye) => bye[i] = true,
                             Ok(Msg::Status { probe: k, threads }) if remote[i] => {
@@ -134,7 +156,7 @@ impl Monitor {
                                 if !bye[i] {
                                     let rank = i + 1;
                                     let cause = cause_of(&mut children, i, &e);
-                                    fail(&shared, &mut children, rank, &cause);
+                                    fail(&shared, &mut children, rank, &hosts[i], &cause);
                                 }
                             }
                         }
@@ -206,7 +228,7 @@ fn kill_all(children: &mut [Child]) {
     }
 }
 
-fn fail(shared: &Shared, children: &mut [Child], rank: usize, cause: &str) -> ! {
+fn fail(shared: &Shared, children: &mut [Child], rank: usize, host: &str, cause: &str) -> ! {
     let h = shared.region.header();
     h.failed.store(rank as u32 + 1, Ordering::SeqCst);
     h.stop.store(1, Ordering::SeqCst);
@@ -214,6 +236,6 @@ fn fail(shared: &Shared, children: &mut [Child], rank: usize, cause: &str) -> ! 
         shared.ring(t);
     }
     kill_all(children);
-    eprintln!("gossamer: rank {rank} failed: {cause}; the program stops");
+    eprintln!("gossamer: rank {rank} failed: {cause} (on host {host}); the program stops");
     std::process::exit(1);
 }
