@@ -415,10 +415,10 @@ fn simulated_hosts_count_exactly_over_the_bridge() {
     let t = expect_ok_with(ranks_on(Some(&rack), "counters", |_| me.clone()), "counters");
     println!("{}", t.lines().filter(|l| l.starts_with("FABRIC")).collect::<Vec<_>>().join("\n"));
     // The bytes crossed the bridge: every host sent and received traffic.
-    for h in 0..HOSTS {
+    for (h, before) in before.iter().enumerate() {
         let after = rack.fabric_bytes(h).unwrap();
-        assert!(after.sent > before[h].sent + 10_000, "host {h} sent {:?} -> {after:?}", before[h]);
-        assert!(after.received > before[h].received + 10_000, "host {h} received {:?} -> {after:?}", before[h]);
+        assert!(after.sent > before.sent + 10_000, "host {h} sent {before:?} -> {after:?}");
+        assert!(after.received > before.received + 10_000, "host {h} received {before:?} -> {after:?}");
     }
 }
 
