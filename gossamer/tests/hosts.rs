@@ -159,6 +159,58 @@ fn crash() {
     unreachable!("the program should have stopped");
 }
 
+/// Large arguments and results, both ways, larger than the bulk areas
+/// (they travel in chunks), by `apply_with`, `apply` and `apply_then`.
+pub fn payloads() {
+    let far = gossamer::topology().threads() - 1;
+    let store = gossamer::entrust_on(far, Vec::<Vec<u8>>::new());
+    for size in [1usize << 20, 64 << 20] {
+        let blob: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let t0 = Instant::now();
+        let n = store.apply_with(
+            |s, b: Vec<u8>| {
+                s.push(b);
+                s.len()
+            },
+            blob.clone(),
+        );
+        let put = t0.elapsed();
+        let t0 = Instant::now();
+        let back: Vec<u8> = store.apply_with(|s, n: usize| s[n - 1].clone(), n);
+        let get = t0.elapsed();
+        assert!(back == blob, "the {size}-byte result came back intact");
+        let done = std::rc::Rc::new(std::cell::Cell::new(false));
+        let d = done.clone();
+        store.apply_with_then(
+            |s, n: usize| s[n - 1].len(),
+            n,
+            move |len| {
+                assert_eq!(len, size);
+                d.set(true)
+            },
+        );
+        let d = done.clone();
+        let expect = blob.clone();
+        store.apply_with_then(
+            |s, n: usize| s[n - 1].clone(),
+            n,
+            move |b: Vec<u8>| {
+                assert!(b == expect);
+                d.set(d.get());
+            },
+        );
+        store.apply(|_| ());
+        let start = Instant::now();
+        while !done.get() && start.elapsed() < Duration::from_secs(30) {
+            gossamer::yield_now();
+        }
+        assert!(done.get());
+        println!("PAYLOAD {size} bytes: argument {put:?}, result {get:?}");
+        store.apply(|s| s.clear());
+    }
+    println!("SCENARIO payloads ok");
+}
+
 /// Keeps every host busy until the test kills something.
 fn busy() {
     check_layout();
@@ -183,6 +235,7 @@ fn scenario_entry() {
         "refcount" => refcount,
         "crash" => crash,
         "busy" => busy,
+        "payloads" => payloads,
         "mismatch" => || unreachable!("never started"),
         other => panic!("unknown scenario {other}"),
     };
@@ -475,4 +528,12 @@ fn a_simulated_host_with_a_different_binary_is_refused() {
     assert!(t0.contains("different binary") && t0.contains("host h2"), "{t0}");
     assert!(others.iter().all(|o| !o.status.success()), "every rank was refused");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn payloads_of_1_and_64_mib_cross_hosts_both_ways() {
+    if ucx_or_skip() {
+        let t = expect_ok("payloads");
+        println!("{}", t.lines().filter(|l| l.starts_with("PAYLOAD")).collect::<Vec<_>>().join("\n"));
+    }
 }

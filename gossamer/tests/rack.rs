@@ -161,6 +161,31 @@ fn payload() {
     println!("SCENARIO payload ok: 1 MiB argument in {put:?}, 1 MiB result in {get:?}");
 }
 
+/// Arguments and results larger than the bulk area between two processes
+/// (`GOSSAMER_BULK_BYTES` is set small by the test): they travel in chunks.
+fn huge() {
+    let store = gossamer::entrust_on(5, Vec::<u8>::new());
+    for size in [1usize << 20, 64 << 20] {
+        let blob: Vec<u8> = (0..size).map(|i| (i % 253) as u8).collect();
+        let t0 = Instant::now();
+        let n = store.apply_with(
+            |s, b: Vec<u8>| {
+                *s = b;
+                s.len()
+            },
+            blob.clone(),
+        );
+        let put = t0.elapsed();
+        assert_eq!(n, size);
+        let t0 = Instant::now();
+        let back: Vec<u8> = store.apply(|s| s.clone());
+        let get = t0.elapsed();
+        assert!(back == blob, "the {size}-byte result came back intact");
+        println!("HUGE {size} bytes: argument {put:?}, result {get:?}");
+    }
+    println!("SCENARIO huge ok");
+}
+
 fn crash() {
     // Rank 2 dies in the middle of the program.
     let h = gossamer::spawn_with::<_, _, ()>(
@@ -209,6 +234,7 @@ fn scenario_entry() {
         "refcount" => refcount,
         "payload" => payload,
         "crash" => crash,
+        "huge" => huge,
         "killed" => killed,
         "leader_panics" => leader_panics,
         "small" => small,
@@ -257,6 +283,17 @@ fn trusts_travel_between_processes_and_the_property_drops_once() {
 fn megabyte_payloads_cross_processes() {
     let t = expect_ok("payload");
     println!("{}", t.lines().find(|l| l.contains("SCENARIO payload")).unwrap_or_default());
+}
+
+#[test]
+fn payloads_larger_than_the_bulk_area_cross_in_chunks_both_ways() {
+    let mut cmd = scenario("huge");
+    cmd.env("GOSSAMER_BULK_BYTES", (1 << 20).to_string());
+    let (out, _) = run_program(cmd, Duration::from_secs(300));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO huge ok"), "{t}");
+    println!("{}", t.lines().filter(|l| l.starts_with("HUGE")).collect::<Vec<_>>().join("\n"));
 }
 
 #[test]

@@ -41,6 +41,8 @@ const TAG_SER_BULK: u64 = 4;
 const TAG_PANIC_MSG: u64 = 5;
 const TAG_PANIC_MSG_BULK: u64 = 6;
 const TAG_TOO_LARGE: u64 = 7;
+/// `[header][len][id]`: the result waits in the trustee's outbox.
+const TAG_LARGE: u64 = 8;
 
 /// Where a batch from another process keeps its large payloads.
 #[derive(Clone, Copy)]
@@ -189,8 +191,11 @@ pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> &
     // SAFETY: the tail's layout per `enqueue_remote` and `Worker::flush`.
     unsafe {
         let w = (*tail).assume_init();
-        let len = (w & !TAIL_IN_BULK) as usize;
-        if w & TAIL_IN_BULK != 0 {
+        let len = (w & !(TAIL_IN_BULK | super::large::TAIL_ASSEMBLED)) as usize;
+        if w & super::large::TAIL_ASSEMBLED != 0 {
+            let far = out.remote().expect("an assembled tail from a local client");
+            super::large::assembled(far.client, len)
+        } else if w & TAIL_IN_BULK != 0 {
             let at = (*tail.add(1)).assume_init() as usize;
             let far = out.remote().expect("bulk tail from a local client");
             std::slice::from_raw_parts(far.req_bulk.add(at), len)
@@ -278,6 +283,17 @@ impl<'a> Responder<'a> {
         }
         let far = self.far.expect("bulk answer to a local client");
         let dst = self.writer.reserve(FALLBACK_WORDS, keep).expect("gossamer: response slot invariant broken");
+        if self.bulk_used + bytes.len() > far.bulk_bytes && inline_tag == TAG_SER {
+            // Too large for what is left of the bulk area: the client pulls it.
+            let id = super::large::stash(bytes);
+            Self::header(dst, FALLBACK_WORDS, TAG_LARGE);
+            // SAFETY: three words reserved.
+            unsafe {
+                *dst.add(1) = word(bytes.len() as u64);
+                *dst.add(2) = word(id);
+            }
+            return;
+        }
         if self.bulk_used + bytes.len() > far.bulk_bytes {
             Self::header(dst, FALLBACK_WORDS, TAG_TOO_LARGE);
             // SAFETY: three words reserved.
@@ -381,6 +397,9 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned>(
             TAG_SER_BULK => try_deserialize(bulk()).map_err(fail),
             TAG_PANIC_MSG => Err(Box::new(String::from_utf8_lossy(bytes_at(rec.add(2), len)).into_owned())),
             TAG_PANIC_MSG_BULK => Err(Box::new(String::from_utf8_lossy(bulk()).into_owned())),
+            TAG_LARGE => {
+                Err(Box::new(super::large::LargeResult { trustee: usize::MAX, id: (*rec.add(2)).assume_init(), len }))
+            }
             TAG_TOO_LARGE => Err(Box::new(format!(
                 "gossamer: a result of {len} bytes does not fit the bulk area of {} bytes between these threads \
                  (set GOSSAMER_BULK_BYTES, or GOSSAMER_FAR_BULK_BYTES between hosts, higher)",

@@ -150,3 +150,95 @@ pub fn host_name() -> String {
 pub fn fabric_counters() -> (u64, u64) {
     crate::runtime::context::current().and_then(|w| w.shared.fabric.as_ref().map(|f| f.counters())).unwrap_or((0, 0))
 }
+
+/// The bytes of one host's shared region, part by part: what
+/// [`region_bytes`] returns.
+///
+/// The region is mapped whole by every process of the host, but the kernel
+/// backs only the pages that are written: `total` is address space, while
+/// [`slots_touched`](RegionBytes::slots_touched) is about what a running
+/// program actually uses (the bulk areas are touched only by payloads too
+/// large for a slot, and then only as far as those payloads reach).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionBytes {
+    /// The whole region: the address space each process of the host maps.
+    pub total: usize,
+    /// Slots between the host's own threads: a request and a response slot
+    /// (a 128-byte primary block and a 1 KiB overflow block each) for every
+    /// pair of the host's threads.
+    pub host_slots: usize,
+    /// Bulk areas between the host's own threads, for payloads too large
+    /// for a slot: one per pair and direction.
+    pub host_bulk: usize,
+    /// Slots between hosts: four arrays of one contiguous slot for every
+    /// (thread of this host, thread of the program) — requests and
+    /// responses landing here, requests and responses staged here.
+    pub far_slots: usize,
+    /// Bulk areas between hosts: four more arrays of that shape.
+    pub far_bulk: usize,
+    /// The rest: the header, one doorbell per thread of the program, and
+    /// padding to page boundaries.
+    pub other: usize,
+    /// The slot bytes that a program whose threads all delegate to each
+    /// other writes: every in-host slot, and the slots between hosts for
+    /// pairs whose other thread is on another host (the entries of the
+    /// arrays between hosts for pairs within the host stay untouched). The
+    /// kernel backs whole pages, so the memory used is this rounded up to
+    /// pages, plus the header and doorbells.
+    pub slots_touched: usize,
+}
+
+/// The size of the region that one host of a multi-process program maps,
+/// with its breakdown, for a program of `threads` worker threads of which
+/// `host_threads` run on this host (every host the same size).
+///
+/// This is the layout [`main`] creates: with `host_threads == threads` the
+/// region of a program of several processes on one host; with fewer, one
+/// host's region in a program over several hosts. The bulk-area sizes are
+/// the ones the program would pick (`GOSSAMER_BULK_BYTES` and
+/// `GOSSAMER_FAR_BULK_BYTES` apply). A program of one process uses a
+/// private region without bulk areas instead.
+///
+/// ```
+/// // One host of the thesis's rack: 12 hosts x 32 threads.
+/// let r = gossamer::rack::region_bytes(12 * 32, 32);
+/// assert_eq!(r.total, r.host_slots + r.host_bulk + r.far_slots + r.far_bulk + r.other);
+/// assert!(r.slots_touched < r.host_slots + r.far_slots);
+/// println!("{} MiB reserved, {} MiB of slots touched", r.total >> 20, r.slots_touched >> 20);
+/// ```
+///
+/// # Panics
+/// If `host_threads` is 0 or more than `threads`.
+pub fn region_bytes(threads: usize, host_threads: usize) -> RegionBytes {
+    use crate::channel::remote_slot::REMOTE_SLOT_BYTES;
+    use crate::channel::slot::{Overflow, Primary};
+    use crate::runtime::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
+
+    assert!(
+        (1..=threads).contains(&host_threads),
+        "region_bytes: {host_threads} threads per host do not fit a program of {threads} threads"
+    );
+    let multi_host = host_threads < threads;
+    let bulk = bulk_bytes_for(threads);
+    let far = if multi_host { far_bulk_for(threads, host_threads) } else { 0 };
+    let size =
+        |bulk_bytes, far_bulk| Region::size_for(&Shape { n: threads, host: 0..host_threads, bulk_bytes, far_bulk });
+    // The bulk areas are whole pages: taking them out of the layout takes
+    // out exactly their bytes.
+    let total = size(bulk, far);
+    let host_bulk = total - size(0, far);
+    let far_bulk = size(0, far) - size(0, 0);
+    let slot = std::mem::size_of::<Primary>() + std::mem::size_of::<Overflow>();
+    let host_slots = 2 * host_threads * host_threads * slot;
+    let far_slots = if multi_host { 4 * host_threads * threads * REMOTE_SLOT_BYTES } else { 0 };
+    let far_touched = 4 * host_threads * (threads - host_threads) * REMOTE_SLOT_BYTES;
+    RegionBytes {
+        total,
+        host_slots,
+        host_bulk,
+        far_slots,
+        far_bulk,
+        other: total - host_slots - host_bulk - far_slots - far_bulk,
+        slots_touched: host_slots + far_touched,
+    }
+}

@@ -4,6 +4,7 @@
 pub(crate) mod delegable;
 mod latch;
 pub(crate) mod property;
+mod pull;
 pub(crate) mod trustee;
 mod wire;
 
@@ -111,6 +112,24 @@ impl<U> Waiter<U> {
         }
     }
 
+    /// As [`wait`](Self::wait), for a result that may have come from
+    /// another process too large for its response: it is pulled first.
+    pub(crate) fn wait_transfer(&self) -> U
+    where
+        U: serde::de::DeserializeOwned,
+    {
+        loop {
+            // SAFETY: the completion writes only while we are suspended.
+            if let Some(r) = unsafe { (*self.result.get()).take() } {
+                match pull::resolve(r) {
+                    Ok(u) => return u,
+                    Err(p) => resume_unwind(p),
+                }
+            }
+            fiber::suspend();
+        }
+    }
+
     /// Suspends the calling fiber until the result arrives, then returns it
     /// or resumes the panic.
     pub(crate) fn wait(&self) -> U {
@@ -159,7 +178,7 @@ impl<U, G: FnOnce(Result<U, Panicked>)> ThenKind<U, G> for TryThen {
     }
 }
 
-unsafe fn complete_then<U: Transferable, G, K: ThenKind<U, G>>(
+unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static>(
     w: &Worker,
     lane: usize,
     _data: *const (),
@@ -168,6 +187,18 @@ unsafe fn complete_then<U: Transferable, G, K: ThenKind<U, G>>(
     // SAFETY: `then_impl` stored a `G` for this request, in order, and the
     // response holds a `U`.
     let (g, r) = unsafe { (w.take_then::<G>(lane), w.take_result::<U>(lane, rec)) };
+    if pull::is_large(&r) {
+        // Too large for the response: a fiber pulls it, then calls back.
+        w.spawn_boxed(Box::new(move || {
+            let r = pull::resolve(r);
+            if let Some((what, p)) = K::run(g, r) {
+                if let Some(w) = context::current() {
+                    w.report_panic(what, p);
+                }
+            }
+        }));
+        return;
+    }
     if let Some((what, p)) = K::run(g, r) {
         w.report_panic(what, p);
     }
@@ -298,7 +329,7 @@ impl<T: Send + 'static> Trust<T> {
                 let wait = Waiter::new(w.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
                 w.enqueue(self.trustee as usize, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
-                wait.wait()
+                wait.wait_transfer()
             }
             Ctx::Outside(s) => self.apply_outside(&s, f),
         }
@@ -370,7 +401,7 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: 'static,
-        K: ThenKind<U, G>,
+        K: ThenKind<U, G> + 'static,
     {
         match self.ctx() {
             Ctx::Worker(w) => {
@@ -445,7 +476,7 @@ impl<T: Send + 'static> Trust<T> {
                         c,
                     )
                 });
-                wait.wait()
+                wait.wait_transfer()
             }
             _ => self.apply_unchecked(move |t| f(t, w)),
         }
@@ -485,7 +516,7 @@ impl<T: Send + 'static> Trust<T> {
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: 'static,
-        K: ThenKind<U, G>,
+        K: ThenKind<U, G> + 'static,
     {
         match context::current() {
             Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {

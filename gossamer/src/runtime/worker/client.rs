@@ -15,6 +15,7 @@ use crate::channel::word_queue::WordQueue;
 
 use super::trustee::thread_shim;
 use super::Worker;
+use crate::channel::large;
 use crate::runtime::region::Square;
 
 /// What to do with one response when it arrives.
@@ -95,7 +96,7 @@ impl Worker {
     /// As `enqueue_remote`, for the runtime's own messages, whose closures
     /// capture only data meaningful in the receiving process (a property's
     /// address there, a trust id).
-    pub(super) fn encode_remote<F>(
+    pub(crate) fn encode_remote<F>(
         &self,
         t: usize,
         shim: Shim,
@@ -118,17 +119,22 @@ impl Worker {
         // cache is touched: the client's copy of the cache must change only
         // for a request the trustee will see, or the two fall out of step
         // and a later cache index would name the wrong code.
-        let (tail_words, in_bulk) = match tail {
-            None => (0, false),
-            Some(b) if b.len() <= MAX_INLINE_TAIL => (1 + remote::byte_words(b.len()), false),
+        let (tail_words, in_bulk, assembled) = match tail {
+            None => (0, false, false),
+            Some(b) if b.len() <= MAX_INLINE_TAIL => (1 + remote::byte_words(b.len()), false, false),
+            Some(b) if b.len() <= bulk_bytes => (2, true, false),
             Some(b) => {
-                assert!(
-                    b.len() <= bulk_bytes,
-                    "gossamer: an argument of {} bytes exceeds the bulk area of {bulk_bytes} bytes between two threads \
-                     (set GOSSAMER_BULK_BYTES, or GOSSAMER_FAR_BULK_BYTES between hosts, higher)",
-                    b.len()
-                );
-                (2, true)
+                // Larger than the bulk area: the chunks go first, each a
+                // request of its own, then this request names them.
+                assert!(bulk_bytes > 0, "gossamer: no bulk area for an argument of {} bytes", b.len());
+                let total = b.len() as u64;
+                let mut offset = 0u64;
+                for chunk in b.chunks(large::chunk_bytes(bulk_bytes)) {
+                    let c = Completion { run: complete_ignore, data: ptr::null() };
+                    self.encode_remote(t, large::append_shim, ptr::null_mut(), (offset, total), Some(chunk), c);
+                    offset += chunk.len() as u64;
+                }
+                (1, false, true)
             }
         };
         let mut lane = self.lanes[t].borrow_mut();
@@ -151,6 +157,7 @@ impl Worker {
             at += env_words;
             match tail {
                 None => {}
+                Some(b) if assembled => *dst.add(at) = remote::word(b.len() as u64 | large::TAIL_ASSEMBLED),
                 Some(b) if !in_bulk => {
                     *dst.add(at) = remote::word(b.len() as u64);
                     remote::put_bytes(dst.add(at + 1), b);
@@ -201,7 +208,16 @@ impl Worker {
                 } else {
                     self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t)
                 };
-                crate::channel::record::take_remote_response::<U>(rec, bulk)
+                crate::channel::record::take_remote_response::<U>(rec, bulk).map_err(|e| {
+                    match e.downcast::<crate::channel::large::LargeResult>() {
+                        // Say whose outbox holds it.
+                        Ok(mut lr) => {
+                            lr.trustee = t;
+                            lr as Box<dyn std::any::Any + Send>
+                        }
+                        Err(e) => e,
+                    }
+                })
             } else {
                 take_response::<U>(rec)
             }

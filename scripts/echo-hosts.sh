@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# The echo benchmark (gossamer/examples/echo.rs) over simulated hosts: for
+# each host count H, one program of H hosts x P processes per host (network
+# namespaces joined by a bridge, UCX over TCP between hosts, shared memory
+# within a host), beside the same total thread count in ONE process, run in
+# turn within each repetition so that the ratios compare runs taken side by
+# side. Prints a CSV and writes it to results/echo-hosts.csv. Needs root,
+# iproute2 and UCX (libucx0).
+set -euo pipefail
+
+prog=${0##*/}
+root=$(cd "$(dirname "$0")/.." && pwd)
+netns="$root/scripts/rack-netns.sh"
+
+hosts_list="1 2 4 8"
+per_host=1
+threads=8
+size=64
+millis=600
+reps=3
+limit=120
+out="$root/results/echo-hosts.csv"
+
+usage() {
+    cat <<EOF
+usage: $prog [-H "H1 H2 ..."] [-p P] [-t THREADS] [-s BYTES] [-m MILLIS]
+                    [-r REPS] [-T SECONDS] [-o FILE]
+
+Runs the echo benchmark over H simulated hosts x P processes per host, for
+each H in the list, and the same thread count in one process, R times each
+(every repetition runs all configurations in turn), and prints
+
+  hosts,processes,threads,size,mops_median,mops_run1,...,mops_runR
+
+(processes: all processes of the program; threads: all worker threads; the
+first row is the program in one process). The CSV also goes to FILE.
+
+  -H LIST     host counts, separated by spaces (default: "$hosts_list")
+  -p P        processes per host (default: $per_host)
+  -t THREADS  worker threads of the whole program, a multiple of H x P for
+              every H (default: $threads)
+  -s BYTES    request size (ECHO_SIZE, default: $size)
+  -m MILLIS   length of each run (ECHO_MILLIS, default: $millis)
+  -r REPS     repetitions; the figure is their median (default: $reps)
+  -T SECONDS  limit on each process of a run, start-up included (default: $limit)
+  -o FILE     where to write the CSV (default: results/echo-hosts.csv)
+
+Builds the example first (cargo build --release --example echo). Needs root
+(network namespaces), iproute2 and UCX; every namespace, process and
+shared-memory segment it makes is removed when it exits, however it exits.
+EOF
+}
+
+die() {
+    echo "$prog: $*" >&2
+    exit 1
+}
+
+is_uint() {
+    [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ]
+}
+
+while getopts "H:p:t:s:m:r:T:o:h" opt; do
+    case $opt in
+    H) hosts_list=$OPTARG ;;
+    p) per_host=$OPTARG ;;
+    t) threads=$OPTARG ;;
+    s) size=$OPTARG ;;
+    m) millis=$OPTARG ;;
+    r) reps=$OPTARG ;;
+    T) limit=$OPTARG ;;
+    o) out=$OPTARG ;;
+    h)
+        usage
+        exit 0
+        ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 0 ] || {
+    usage >&2
+    exit 2
+}
+
+for v in "$per_host" "$threads" "$size" "$millis" "$reps" "$limit"; do
+    is_uint "$v" || die "bad number '$v' (see $prog -h)"
+done
+read -r -a hosts_arr <<<"$hosts_list"
+[ ${#hosts_arr[@]} -gt 0 ] || die "no host counts given"
+max_hosts=1
+for h in "${hosts_arr[@]}"; do
+    if ! is_uint "$h" || [ "$h" -gt 254 ]; then
+        die "bad host count '$h' (1..254)"
+    fi
+    ranks=$((h * per_host))
+    [ $((threads % ranks)) -eq 0 ] ||
+        die "$threads threads do not spread evenly over $h hosts x $per_host processes; pick -t as a multiple of $ranks"
+    if [ "$h" -gt "$max_hosts" ]; then
+        max_hosts=$h
+    fi
+done
+[ "$EUID" -eq 0 ] || die "must run as root (network namespaces)"
+command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) is missing"
+"$netns" check >/dev/null || die "this machine cannot make simulated hosts ($netns check)"
+
+# ---- clean-up, on any exit ---------------------------------------------------
+
+tag="echo-$$"
+rack_up=0
+work=$(mktemp -d "${TMPDIR:-/tmp}/echo-hosts.XXXXXX")
+pids=()    # background processes we started (timeout wrappers)
+leaders=() # pids of rank 0 processes (they name the shared-memory segments)
+
+cleanup() {
+    local rc=$? p
+    trap - EXIT INT TERM
+    for p in ${pids[@]+"${pids[@]}"}; do
+        kill -s TERM "$p" 2>/dev/null || true
+    done
+    for p in ${pids[@]+"${pids[@]}"}; do
+        wait "$p" 2>/dev/null || true
+    done
+    if [ "$rack_up" -eq 1 ]; then
+        "$netns" down "$tag" || echo "$prog: warning: could not remove rack $tag" >&2
+    fi
+    # A run that failed midway may leave its hosts' regions behind.
+    for p in ${leaders[@]+"${leaders[@]}"}; do
+        rm -f /dev/shm/gossamer-"$p"-* 2>/dev/null || true
+    done
+    rm -rf "$work"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- build and rack ------------------------------------------------------------
+
+echo "$prog: building the echo example (release)" >&2
+(cd "$root" && cargo build --release --example echo >&2)
+exe="${CARGO_TARGET_DIR:-$root/target}/release/examples/echo"
+[[ $exe == /* ]] || exe="$root/$exe"
+[ -x "$exe" ] || die "no executable at $exe after the build"
+
+rack_up=1
+"$netns" up "$tag" "$max_hosts" >"$work/rack"
+addr0=$(awk '$1 == "h0" { print $3 }' "$work/rack")
+[ -n "$addr0" ] || die "the rack did not report host h0's address"
+port=40000
+
+# Launcher variables that would make a process join another program.
+clear_env=(env -u GOSSAMER_PROCESSES -u GOSSAMER_RANK -u GOSSAMER_SIZE -u GOSSAMER_RENDEZVOUS
+    -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE
+    ECHO_THREADS="$threads" ECHO_SIZE="$size" ECHO_MILLIS="$millis")
+
+# Bytes the hosts have sent into the bridge so far.
+bridge_bytes() {
+    local n=$1 i sum=0 b
+    for ((i = 0; i < n; i++)); do
+        b=$(ip netns exec "gsm-$tag-br" cat "/sys/class/net/v$i/statistics/rx_bytes")
+        sum=$((sum + b))
+    done
+    echo "$sum"
+}
+
+# Waits for a background process we started; sets $status to its exit status.
+status=0
+reap() {
+    local p=$1 i
+    status=0
+    wait "$p" || status=$?
+    for i in "${!pids[@]}"; do
+        [ "${pids[$i]}" != "$p" ] || unset 'pids[i]'
+    done
+}
+
+# "exit status N", saying when N means that `timeout` stopped the process.
+status_text() {
+    case $1 in
+    124) echo "exit status 124: ran past $limit s" ;;
+    137) echo "exit status 137: killed after running past $limit s" ;;
+    *) echo "exit status $1" ;;
+    esac
+}
+
+# Shows a failed run's output and stops.
+failed() {
+    local what=$1 f
+    echo "$prog: $what failed" >&2
+    for f in "$work"/run.*; do
+        [ -e "$f" ] || continue
+        echo "---- ${f##*/run.}" >&2
+        cat "$f" >&2
+    done
+    exit 1
+}
+
+# Sets $mops to the figure of rank 0's ECHO line, checked against the
+# expected process count.
+mops=
+read_mops() {
+    local file=$1 processes=$2 line
+    mops=
+    line=$(grep -m1 '^ECHO ' "$file") || return 1
+    grep -q " processes=$processes " <<<"$line" || return 1
+    mops=$(sed -n 's/.* mops=\([0-9.]*\).*/\1/p' <<<"$line")
+    [ -n "$mops" ]
+}
+
+# One run of the program in one process (no namespace, no fabric).
+run_single() {
+    local p
+    rm -f "$work"/run.*
+    timeout -k 5 "$limit" "${clear_env[@]}" "$exe" >"$work/run.rank0" 2>&1 &
+    p=$!
+    pids+=("$p")
+    reap "$p"
+    [ "$status" -eq 0 ] || failed "the one-process run ($(status_text "$status"))"
+    read_mops "$work/run.rank0" 1 || failed "the one-process run (no ECHO line)"
+}
+
+# One run over $1 hosts x $per_host processes; rank r runs on host r / P,
+# rank 0 (the rendezvous) on host 0. The others start first and retry until
+# rank 0 listens.
+run_hosts() {
+    local h=$1 n=$(($1 * per_host)) r p rendezvous before after
+    local -a ranks=()
+    rm -f "$work"/run.* "$work"/pid.*
+    port=$((port + 1))
+    rendezvous="$addr0:$port"
+    before=$(bridge_bytes "$h")
+    for ((r = n - 1; r >= 0; r--)); do
+        # shellcheck disable=SC2016 # expanded by the inner shell
+        timeout -k 5 "$limit" "$netns" exec "$tag" $((r / per_host)) "${clear_env[@]}" \
+            GOSSAMER_RANK="$r" GOSSAMER_SIZE="$n" GOSSAMER_RENDEZVOUS="$rendezvous" \
+            sh -c 'echo $$ >"$0"; exec "$@"' "$work/pid.$r" "$exe" >"$work/run.rank$r" 2>&1 &
+        p=$!
+        pids+=("$p")
+        ranks[r]=$p
+    done
+    # Rank 0 names the segments of every host's region after its pid.
+    for ((r = 0; r < 100; r++)); do
+        [ -s "$work/pid.0" ] && break
+        sleep 0.02
+    done
+    if [ -s "$work/pid.0" ]; then
+        leaders+=("$(cat "$work/pid.0")")
+    fi
+    local what="$h hosts x $per_host processes"
+    reap "${ranks[0]}"
+    [ "$status" -eq 0 ] || failed "rank 0 of $what ($(status_text "$status"))"
+    for ((r = 1; r < n; r++)); do
+        reap "${ranks[r]}"
+        [ "$status" -eq 0 ] || failed "rank $r of $what ($(status_text "$status"))"
+    done
+    after=$(bridge_bytes "$h")
+    echo "$prog:   bytes through the bridge: $((after - before))" >&2
+    read_mops "$work/run.rank0" "$n" || failed "$what (no ECHO line with processes=$n)"
+}
+
+median() {
+    tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# ---- the runs --------------------------------------------------------------------
+
+# Configurations: "hosts processes"; the first is the single process.
+configs=("1 1")
+for h in "${hosts_arr[@]}"; do
+    [ "$h" -eq 1 ] && [ "$per_host" -eq 1 ] && continue # that is the single process
+    configs+=("$h $((h * per_host))")
+done
+declare -A runs=()
+echo "$prog: $(nproc) cores; $threads threads, $size-byte requests, $millis ms per run, $reps repetitions" >&2
+for ((rep = 1; rep <= reps; rep++)); do
+    for c in "${configs[@]}"; do
+        read -r h n <<<"$c"
+        if [ "$n" -eq 1 ]; then
+            run_single
+            echo "$prog: run $rep/$reps, one process: $mops Mops/s" >&2
+        else
+            echo "$prog: run $rep/$reps, $h hosts x $per_host processes..." >&2
+            run_hosts "$h"
+            echo "$prog:   $mops Mops/s" >&2
+        fi
+        runs[$c]="${runs[$c]:-}${runs[$c]:+ }$mops"
+    done
+done
+
+header="hosts,processes,threads,size,mops_median"
+for ((rep = 1; rep <= reps; rep++)); do
+    header+=",mops_run$rep"
+done
+csv=$header
+base=
+for c in "${configs[@]}"; do
+    read -r h n <<<"$c"
+    med=$(median <<<"${runs[$c]}")
+    [ -n "$base" ] || base=$med
+    csv+=$'\n'"$h,$n,$threads,$size,$med,${runs[$c]// /,}"
+    echo "$prog: $h hosts, $n processes: median $med Mops/s, $(awk -v a="$med" -v b="$base" 'BEGIN { printf "%.3f", a / b }') of one process" >&2
+done
+mkdir -p "$(dirname "$out")"
+printf '%s\n' "$csv" >"$out"
+printf '%s\n' "$csv"
+echo "$prog: wrote $out" >&2
