@@ -164,7 +164,10 @@ fn crash() {
 pub fn payloads() {
     let far = gossamer::topology().threads() - 1;
     let store = gossamer::entrust_on(far, Vec::<Vec<u8>>::new());
-    for size in [1usize << 20, 64 << 20] {
+    let sizes: Vec<usize> = std::env::var("PAYLOAD_MIB")
+        .map(|v| v.split(',').map(|m| m.trim().parse::<usize>().unwrap() << 20).collect())
+        .unwrap_or_else(|_| vec![1 << 20, 64 << 20]);
+    for size in sizes {
         let blob: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
         let t0 = Instant::now();
         let n = store.apply_with(
@@ -211,6 +214,59 @@ pub fn payloads() {
     println!("SCENARIO payloads ok");
 }
 
+fn fnv(d: &[u8]) -> u64 {
+    d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+/// Every thread sends records of random sizes (inline, and large enough
+/// for the bulk areas), each with its checksum, to checkers on every
+/// thread, many in flight at once: every record must arrive intact.
+fn stress() {
+    check_layout();
+    let checkers: Vec<Trust<(u64, u64)>> = (0..THREADS).map(|t| gossamer::entrust_on(t, (0u64, 0u64))).collect();
+    const EACH: u64 = 300;
+    let fibers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |(cs, seed): (Vec<Trust<(u64, u64)>>, u64)| {
+                    let mut x = seed | 1;
+                    for _ in 0..EACH {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let len = (x % 3000) as usize;
+                        let data: Vec<u8> = (0..len).map(|k| (x >> (k % 56)) as u8 ^ k as u8).collect();
+                        let sum = fnv(&data);
+                        let c = &cs[(x >> 20) as usize % cs.len()];
+                        c.apply_with_then(
+                            |st, (d, s): (Vec<u8>, u64)| {
+                                if fnv(&d) == s {
+                                    st.0 += 1
+                                } else {
+                                    st.1 += 1
+                                }
+                            },
+                            (data, sum),
+                            |_| (),
+                        );
+                    }
+                    for c in &cs {
+                        c.apply(|_| ());
+                    }
+                },
+                (checkers.clone(), 7919 * (t as u64 + 1)),
+            )
+        })
+        .collect();
+    for f in fibers {
+        f.join().unwrap();
+    }
+    let (ok, bad) = checkers.iter().map(|c| c.apply(|s| *s)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    assert_eq!((ok, bad), (THREADS as u64 * EACH, 0), "records arrived intact, each once");
+    println!("SCENARIO stress ok: {ok} checksummed records");
+}
+
 /// Keeps every host busy until the test kills something.
 fn busy() {
     check_layout();
@@ -236,6 +292,7 @@ fn scenario_entry() {
         "crash" => crash,
         "busy" => busy,
         "payloads" => payloads,
+        "stress" => stress,
         "mismatch" => || unreachable!("never started"),
         other => panic!("unknown scenario {other}"),
     };
@@ -531,9 +588,65 @@ fn a_simulated_host_with_a_different_binary_is_refused() {
 }
 
 #[test]
-fn payloads_of_1_and_64_mib_cross_hosts_both_ways() {
+fn a_mib_payload_crosses_hosts_both_ways() {
     if ucx_or_skip() {
-        let t = expect_ok("payloads");
-        println!("{}", t.lines().filter(|l| l.starts_with("PAYLOAD")).collect::<Vec<_>>().join("\n"));
+        let mut cmds = ranks("payloads");
+        for c in &mut cmds {
+            c.env("PAYLOAD_MIB", "1");
+        }
+        expect_ok_with(cmds, "payloads");
     }
+}
+
+#[test]
+fn checksummed_records_cross_hosts_intact_under_load() {
+    if ucx_or_skip() {
+        expect_ok("stress");
+    }
+}
+
+#[test]
+fn simulated_hosts_carry_a_mib_both_ways_and_checksummed_records() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let me = std::env::current_exe().unwrap();
+    let mut cmds = ranks_on(Some(&rack), "payloads", |_| me.clone());
+    for c in &mut cmds {
+        c.env("PAYLOAD_MIB", "1");
+    }
+    expect_ok_with(cmds, "payloads");
+    expect_ok_with(ranks_on(Some(&rack), "stress", |_| me.clone()), "stress");
+}
+
+/// 64 MiB each way over the bridge: minutes in a debug build (serde walks a
+/// `Vec<u8>` byte by byte there), seconds in release; CI runs it with
+/// `cargo test --release -p gossamer --test hosts -- --ignored`.
+#[test]
+#[ignore = "64 MiB payloads: run in release (CI does)"]
+fn simulated_hosts_carry_64_mib_both_ways() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let me = std::env::current_exe().unwrap();
+    let mut cmds = ranks_on(Some(&rack), "payloads", |_| me.clone());
+    for c in &mut cmds {
+        c.env("PAYLOAD_MIB", "1,64");
+    }
+    let t = expect_ok_with(cmds, "payloads");
+    println!("{}", t.lines().filter(|l| l.contains("PAYLOAD")).collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn a_rank_crashing_on_a_simulated_host_is_named() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let me = std::env::current_exe().unwrap();
+    let (out0, _) = run_all(ranks_on(Some(&rack), "crash", |_| me.clone()), Duration::from_secs(60));
+    let t = text(&out0);
+    assert!(!out0.status.success() && t.contains("rank 7 failed") && t.contains("h3"), "{t}");
 }

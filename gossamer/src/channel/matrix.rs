@@ -2,7 +2,7 @@
 //! the host one request slot and one response slot, laid out so that a
 //! trustee scans its request flags, and a client its response flags, in
 //! contiguous memory. The memory belongs to a region (see
-//! `runtime::region`); pairs across hosts use the region's slots between
+//! `fabric::shm::region`); pairs across hosts use the region's slots between
 //! hosts instead.
 
 use std::ops::Range;

@@ -1,14 +1,14 @@
 //! The fabric: what moves slot bytes between the hosts of a program.
 //!
-//! Processes of one host share one region (shared memory, see
-//! `runtime::region` and `rack::shm`): a slot of another process on the same
-//! host is written with plain stores into the mapping. Between hosts, a slot
+//! Processes of one host share one region ([`shm`]): a slot of another
+//! process on the same host is written with plain stores into the mapping. Between hosts, a slot
 //! is prepared in a staging slot of the local region and copied into the
 //! other host's region with one one-sided put ([`ThreadFabric::put`]); the
 //! backend between hosts is UCX ([`ucx`]). The worker loop only ever polls
 //! its own host's memory; each worker drives its fabric's progress.
 
 pub(crate) mod hosts;
+pub(crate) mod shm;
 pub(crate) mod ucx;
 
 /// A put in flight, named by the thread fabric that started it.

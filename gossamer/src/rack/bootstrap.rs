@@ -12,13 +12,14 @@ use super::control::{self, Msg};
 use super::launch::{self, Role};
 use super::monitor::Monitor;
 use super::stream::Stream;
-use super::{shm, RackError};
+use super::RackError;
+use crate::fabric::shm::map as shm;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::fabric::shm::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
 use crate::fabric::{hosts, Fabric};
-use crate::runtime::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
 use crate::runtime::shared::{new_program_key, Placement};
 use crate::runtime::{Builder, Runtime};
 

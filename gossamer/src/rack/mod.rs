@@ -18,7 +18,6 @@ mod control;
 mod launch;
 mod monitor;
 mod remote_ops;
-mod shm;
 mod stream;
 
 use std::ops::Range;
@@ -212,7 +211,7 @@ pub struct RegionBytes {
 pub fn region_bytes(threads: usize, host_threads: usize) -> RegionBytes {
     use crate::channel::remote_slot::REMOTE_SLOT_BYTES;
     use crate::channel::slot::{Overflow, Primary};
-    use crate::runtime::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
+    use crate::fabric::shm::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
 
     assert!(
         (1..=threads).contains(&host_threads),

@@ -6,7 +6,6 @@ mod fence;
 pub(crate) mod join;
 pub(crate) mod park;
 mod pool;
-pub(crate) mod region;
 pub(crate) mod shared;
 pub(crate) mod worker;
 
@@ -20,8 +19,8 @@ pub use join::JoinHandle;
 pub use pool::ThreadPool;
 
 use crate::error::Error;
+use crate::fabric::shm::region::Region;
 use crate::trust::{Trust, TrusteeRef};
-use region::Region;
 use shared::{Config, Placement, Shared};
 use worker::Worker;
 

@@ -10,8 +10,8 @@ use std::thread::Thread;
 use std::time::Duration;
 
 use super::park;
-use super::region::{Doorbell, Region, Shape};
 use crate::channel::matrix::Matrix;
+use crate::fabric::shm::region::{Doorbell, Region, Shape};
 use crate::fabric::Fabric;
 
 /// Work handed to a worker from outside the runtime.

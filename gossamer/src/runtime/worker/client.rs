@@ -16,7 +16,7 @@ use crate::channel::word_queue::WordQueue;
 use super::trustee::thread_shim;
 use super::Worker;
 use crate::channel::large;
-use crate::runtime::region::Square;
+use crate::fabric::shm::region::Square;
 
 /// What to do with one response when it arrives.
 #[derive(Clone, Copy)]

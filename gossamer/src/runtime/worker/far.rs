@@ -13,7 +13,7 @@
 
 use crate::channel::record::{dispatch_remote, record_words, Far, Responder, FALLBACK_WORDS, TAIL_IN_BULK};
 use crate::channel::remote;
-use crate::runtime::region::{Region, Square};
+use crate::fabric::shm::region::{Region, Square};
 
 use super::Worker;
 
@@ -195,7 +195,7 @@ impl Worker {
 
     /// Whether client `c` (on another host) has a new batch for us.
     pub(super) fn far_request_waiting(&self, c: usize) -> bool {
-        self.shared.region.remote_slot(crate::runtime::region::Square::RequestLanding, self.index, c).seq()
+        self.shared.region.remote_slot(crate::fabric::shm::region::Square::RequestLanding, self.index, c).seq()
             != self.served[c].get() as u64
     }
 
