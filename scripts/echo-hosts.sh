@@ -275,7 +275,10 @@ for h in "${hosts_arr[@]}"; do
     configs+=("$h $((h * per_host))")
 done
 declare -A runs=()
-echo "$prog: $(nproc) cores; $threads threads, $size-byte requests, $millis ms per run, $reps repetitions" >&2
+cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+echo "$prog: $(nproc) cores (${cpu:-unknown CPU}), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "$prog: $threads threads, $size-byte requests, $millis ms per run, $reps repetitions," \
+    "hosts: ${hosts_arr[*]} x $per_host processes" >&2
 for ((rep = 1; rep <= reps; rep++)); do
     for c in "${configs[@]}"; do
         read -r h n <<<"$c"
@@ -307,4 +310,4 @@ done
 mkdir -p "$(dirname "$out")"
 printf '%s\n' "$csv" >"$out"
 printf '%s\n' "$csv"
-echo "$prog: wrote $out" >&2
+echo "$prog: wrote $out (load average now $(cut -d' ' -f1-3 /proc/loadavg))" >&2

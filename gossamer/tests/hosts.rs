@@ -342,7 +342,12 @@ fn ranks_on(
                 }
                 Some(rack) => rack.command(r % HOSTS, &exe),
             };
+            // Heartbeats: 1.5 s by default; scenarios that do not test fate
+            // sharing allow more, so that a starved test machine is not
+            // mistaken for a dead host.
+            let silence = if matches!(scenario, "busy" | "crash") { "1500" } else { "6000" };
             c.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+                .env("GOSSAMER_SILENCE_MS", silence)
                 .env("GOSSAMER_SCENARIO", scenario)
                 .env("GOSSAMER_RANK", r.to_string())
                 .env("GOSSAMER_SIZE", (HOSTS * PER_HOST).to_string())

@@ -245,7 +245,11 @@ mod tests {
         for cut in (r2.start..r2.end).step_by(8) {
             let l2 = slot();
             unsafe {
-                std::ptr::copy_nonoverlapping(landing.as_ptr(), l2.as_ptr().cast_mut(), REMOTE_SLOT_BYTES);
+                std::ptr::copy_nonoverlapping(
+                    landing.as_ptr(),
+                    l2.as_ptr().cast_mut(),
+                    (REMOTE_WORDS + TRAILER_WORDS) * 8,
+                );
                 // Suffix first: sequence number new, data partly old.
                 std::ptr::copy_nonoverlapping(staging.as_ptr().add(cut), l2.as_ptr().add(cut).cast_mut(), r2.end - cut);
             }

@@ -485,7 +485,7 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
         }
         match wait_message(&mut s, Duration::from_millis(2)) {
             Ok(None) => {
-                if heard.elapsed() > control::SILENCE {
+                if heard.elapsed() > control::silence() {
                     rank0_gone(role.rank, "it stopped answering");
                 }
                 continue;

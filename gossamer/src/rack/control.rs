@@ -12,8 +12,19 @@ use crate::fabric::hosts::PeerInfo;
 
 /// How often both ends of a control connection say they are alive.
 pub(crate) const HEARTBEAT: Duration = Duration::from_millis(200);
-/// How long a silent peer is given before the program stops.
-pub(crate) const SILENCE: Duration = Duration::from_millis(1500);
+/// How long a silent peer is given before the program stops: 1.5 s, or
+/// `GOSSAMER_SILENCE_MS` (raise it where processes may be starved for
+/// longer, e.g. beside heavy builds on few cores). Rank 0 and the others
+/// each read their own environment.
+pub(crate) fn silence() -> Duration {
+    static S: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *S.get_or_init(|| {
+        std::env::var("GOSSAMER_SILENCE_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(Duration::from_millis(1500), Duration::from_millis)
+    })
+}
 
 /// Largest control message accepted.
 const MAX_MESSAGE: usize = 1 << 20;
@@ -53,7 +64,7 @@ pub(crate) enum Msg {
     /// Rank 0 has stopped the program: leave (to another host).
     Stop,
     /// Still here: sent both ways every `HEARTBEAT`; a peer silent for
-    /// `SILENCE` is taken for dead (hung, or its host unreachable).
+    /// `silence()` is taken for dead (hung, or its host unreachable).
     Heartbeat,
     /// A process has stopped its workers and is about to exit cleanly.
     Bye,

@@ -109,10 +109,10 @@ impl Monitor {
                         }
                     }
                     for i in 0..streams.len() {
-                        if !closed[i] && !bye[i] && heard[i].elapsed() > control::SILENCE {
+                        if !closed[i] && !bye[i] && heard[i].elapsed() > control::silence() {
                             let cause = format!(
                                 "stopped answering for {:?} (hung, or host {} unreachable)",
-                                control::SILENCE,
+                                control::silence(),
                                 hosts[i]
                             );
                             fail(&shared, &mut children, i + 1, &hosts[i], &cause);
