@@ -655,3 +655,24 @@ fn a_rank_crashing_on_a_simulated_host_is_named() {
     let t = text(&out0);
     assert!(!out0.status.success() && t.contains("rank 7 failed") && t.contains("h3"), "{t}");
 }
+
+/// Slurm's `srun` and Open MPI's `mpirun` start every rank themselves: no
+/// daemon, only their environment (faked here) and the rendezvous.
+#[test]
+fn slurm_and_open_mpi_start_a_program_across_simulated_hosts() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let me = std::env::current_exe().unwrap();
+    for (rank_var, size_var) in [("SLURM_PROCID", "SLURM_NTASKS"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")] {
+        let mut cmds = ranks_on(Some(&rack), "counters", |_| me.clone());
+        for (r, c) in cmds.iter_mut().enumerate() {
+            c.env_remove("GOSSAMER_RANK")
+                .env_remove("GOSSAMER_SIZE")
+                .env(rank_var, r.to_string())
+                .env(size_var, (HOSTS * PER_HOST).to_string());
+        }
+        expect_ok_with(cmds, "counters");
+    }
+}
