@@ -11,6 +11,7 @@ const HOT: &[&str] = &[
     "gossamer::runtime::worker::trustee::<impl gossamer::runtime::worker::Worker>::serve",
     "gossamer::runtime::worker::client::<impl gossamer::runtime::worker::Worker>::poll",
     "gossamer::runtime::worker::client::<impl gossamer::runtime::worker::Worker>::flush",
+    "gossamer::runtime::worker::client::Lane::fill",
     "gossamer::runtime::worker::client::<impl gossamer::runtime::worker::Worker>::enqueue",
     "gossamer::runtime::worker::Worker::run_ready",
     "gossamer::runtime::worker::Worker::make_ready",

@@ -20,7 +20,6 @@
 //! later; the writer never starts another batch into the same landing slot
 //! before the reader has answered this one, so the bytes settle.
 
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::slot::{BatchReader, BatchWriter, Word};
@@ -155,15 +154,10 @@ impl RemoteSlot {
     }
 }
 
-/// A word of `v`, for tests and callers writing records by hand.
-#[allow(dead_code)]
-pub(crate) fn word(v: u64) -> Word {
-    MaybeUninit::new(v)
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::super::record::record_words;
+    use super::super::remote::word;
     use super::*;
 
     fn slot() -> Box<RemoteSlot> {

@@ -10,7 +10,7 @@ use crate::channel::record::{
     TAIL_IN_BULK,
 };
 use crate::channel::remote::{self, code_header, code_offset, CODE_CACHE};
-use crate::channel::slot::Word;
+use crate::channel::slot::{BatchWriter, Word};
 use crate::channel::word_queue::WordQueue;
 
 use super::trustee::thread_shim;
@@ -41,6 +41,53 @@ pub(crate) struct Lane {
     /// To another host: the put of the staged batch, until its source may
     /// be reused.
     pub(super) put: Option<crate::fabric::Ticket>,
+}
+
+impl Lane {
+    /// Moves queued requests into a batch, in order, while they fit the
+    /// writer and — for those whose payload goes to the pair's bulk area
+    /// (`bulk`, `bulk_bytes` bytes; requests to another process only) —
+    /// while their payloads fit it. Returns the records written and the
+    /// bulk bytes used.
+    ///
+    /// # Safety
+    /// The caller owns the batch's slot and, if requests carry bulk
+    /// payloads, the bulk area at `bulk`.
+    pub(super) unsafe fn fill(&mut self, w: &mut BatchWriter, bulk: *mut u8, bulk_bytes: usize) -> (u32, usize) {
+        let mut bulk_used = 0usize;
+        while let Some(rec) = self.pending.front() {
+            let words = record_words(rec);
+            // SAFETY: queued records start with an initialised header, and
+            // a bulk tail's length word is the record's last but one.
+            let big_len = unsafe {
+                if (*rec).assume_init() & remote::FLAG_BULK_TAIL != 0 {
+                    let len = ((*rec.add(words - 2)).assume_init() & !TAIL_IN_BULK) as usize;
+                    if bulk_used + len > bulk_bytes {
+                        break; // the next batch
+                    }
+                    Some(len)
+                } else {
+                    None
+                }
+            };
+            let Some(dst) = w.reserve(words, 0) else { break };
+            // SAFETY: `rec` holds `words` words and `dst` has room for them;
+            // the bulk area has room for the payload (checked above) and is
+            // ours per the caller.
+            unsafe {
+                ptr::copy_nonoverlapping(rec, dst, words);
+                if let Some(len) = big_len {
+                    let bytes = self.big.pop_front().expect("gossamer: bulk payload missing");
+                    debug_assert_eq!(bytes.len(), len);
+                    ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
+                    *dst.add(words - 1) = remote::word(bulk_used as u64);
+                    bulk_used = (bulk_used + len).next_multiple_of(8);
+                }
+            }
+            self.pending.pop(words);
+        }
+        (w.count(), bulk_used)
+    }
 }
 
 unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
@@ -285,45 +332,16 @@ impl Worker {
             return false;
         }
         let slot = self.shared.matrix.request(self.index, t);
-        let far = !self.shared.is_local(t);
-        let (bulk, bulk_bytes) = if far {
-            (self.shared.region.bulk(self.index, t, false), self.shared.region.bulk_bytes())
-        } else {
+        let (bulk, bulk_bytes) = if self.shared.is_local(t) {
             (ptr::null_mut(), 0)
+        } else {
+            (self.shared.region.bulk(self.index, t, false), self.shared.region.bulk_bytes())
         };
-        let mut bulk_used = 0usize;
         // SAFETY: we are the slot's only writer, and `in_flight == 0` means the
         // trustee answered our last batch, so it no longer reads the slot or
-        // the pair's request bulk area.
-        let count = unsafe {
-            slot.write(0, |w| {
-                while let Some(rec) = lane.pending.front() {
-                    let words = record_words(rec);
-                    let hdr = (*rec).assume_init();
-                    let big_len = if far && hdr & remote::FLAG_BULK_TAIL != 0 {
-                        let len = ((*rec.add(words - 2)).assume_init() & !TAIL_IN_BULK) as usize;
-                        if bulk_used + len > bulk_bytes {
-                            break; // the next batch
-                        }
-                        Some(len)
-                    } else {
-                        None
-                    };
-                    let Some(dst) = w.reserve(words, 0) else { break };
-                    // SAFETY: `rec` holds `words` words; `dst` has room for them.
-                    ptr::copy_nonoverlapping(rec, dst, words);
-                    if let Some(len) = big_len {
-                        let bytes = lane.big.pop_front().expect("gossamer: bulk payload missing");
-                        debug_assert_eq!(bytes.len(), len);
-                        ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
-                        *dst.add(words - 1) = remote::word(bulk_used as u64);
-                        bulk_used = (bulk_used + len).next_multiple_of(8);
-                    }
-                    lane.pending.pop(words);
-                }
-                w.count()
-            })
-        };
+        // the pair's request bulk area. (Requests within the process carry
+        // no bulk tails.)
+        let (count, _) = unsafe { slot.write(0, |w| lane.fill(w, bulk, bulk_bytes)) };
         assert!(count > 0, "gossamer: a request larger than a slot was queued");
         lane.flag ^= 1;
         lane.in_flight = count;

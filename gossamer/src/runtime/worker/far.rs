@@ -11,8 +11,7 @@
 //! one extra rule is local: a staging slot is reused only once the fabric
 //! says the put from it is done.
 
-use crate::channel::record::{dispatch_remote, record_words, Far, Responder, FALLBACK_WORDS, TAIL_IN_BULK};
-use crate::channel::remote;
+use crate::channel::record::{dispatch_remote, record_words, Far, Responder, FALLBACK_WORDS};
 use crate::fabric::shm::region::{Region, Square};
 
 use super::Worker;
@@ -69,40 +68,10 @@ impl Worker {
             std::ptr::null_mut()
         };
         let seq = lane.flag.wrapping_add(1);
-        let lane = &mut *lane;
-        let mut bulk_used = 0usize;
         // SAFETY: our staging slot and bulk area for `t`; the puts from the
         // last batch are done (checked above: the slot's put is the last
         // one) and nobody else writes them.
-        let (count, _, range) = unsafe {
-            staging.stage(seq as u64, 0, |w| {
-                while let Some(rec) = lane.pending.front() {
-                    let words = record_words(rec);
-                    let hdr = (*rec).assume_init();
-                    let big_len = if hdr & remote::FLAG_BULK_TAIL != 0 {
-                        let len = ((*rec.add(words - 2)).assume_init() & !TAIL_IN_BULK) as usize;
-                        if bulk_used + len > far_bulk {
-                            break; // the next batch
-                        }
-                        Some(len)
-                    } else {
-                        None
-                    };
-                    let Some(dst) = w.reserve(words, 0) else { break };
-                    // SAFETY: `rec` holds `words` words; `dst` has room.
-                    std::ptr::copy_nonoverlapping(rec, dst, words);
-                    if let Some(len) = big_len {
-                        let bytes = lane.big.pop_front().expect("gossamer: bulk payload missing");
-                        debug_assert_eq!(bytes.len(), len);
-                        std::ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
-                        *dst.add(words - 1) = remote::word(bulk_used as u64);
-                        bulk_used = (bulk_used + len).next_multiple_of(8);
-                    }
-                    lane.pending.pop(words);
-                }
-                w.count()
-            })
-        };
+        let ((count, bulk_used), _, range) = unsafe { staging.stage(seq as u64, 0, |w| lane.fill(w, bulk, far_bulk)) };
         assert!(count > 0, "gossamer: a request larger than a slot was queued");
         lane.flag = seq;
         lane.in_flight = count;
@@ -195,8 +164,7 @@ impl Worker {
 
     /// Whether client `c` (on another host) has a new batch for us.
     pub(super) fn far_request_waiting(&self, c: usize) -> bool {
-        self.shared.region.remote_slot(crate::fabric::shm::region::Square::RequestLanding, self.index, c).seq()
-            != self.served[c].get() as u64
+        self.shared.region.remote_slot(Square::RequestLanding, self.index, c).seq() != self.served[c].get() as u64
     }
 
     /// Whether trustee `t` (on another host) answered batch `seq`.
