@@ -1,8 +1,11 @@
-//! The compressed sparse row layout of a range of vertices.
-//!
-//! TODO(helper): builders.
+//! The compressed sparse row layout of a range of vertices, and its
+//! builders (a counting sort by tail, then each adjacency by weight).
 
 use std::ops::Range;
+
+use rayon::prelude::*;
+
+use super::Edge;
 
 /// The adjacency of the vertices `lo..hi` of a graph: for vertex `v`,
 /// `heads[offsets[v - lo]..offsets[v - lo + 1]]` are its neighbours (global
@@ -48,5 +51,101 @@ impl Csr {
     pub fn degree(&self, v: u32) -> usize {
         let i = (v - self.lo) as usize;
         (self.offsets[i + 1] - self.offsets[i]) as usize
+    }
+}
+
+/// An arc `from -> to` of weight `w` (one direction of an edge).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Arc {
+    /// Tail (global id).
+    pub from: u32,
+    /// Head (global id).
+    pub to: u32,
+    /// Weight.
+    pub w: f32,
+}
+
+impl Csr {
+    /// The CSR of vertices `lo..hi` from arcs whose tails are all in the
+    /// range (the order of `arcs` does not matter). Parallel (`rayon`).
+    ///
+    /// # Panics
+    /// If an arc's tail is outside `lo..hi`.
+    pub fn from_arcs(lo: u32, hi: u32, arcs: &[Arc]) -> Csr {
+        let n = (hi - lo) as usize;
+        let mut offsets = vec![0u64; n + 1];
+        for a in arcs {
+            assert!((lo..hi).contains(&a.from), "arc {a:?} outside the range {lo}..{hi}");
+            offsets[(a.from - lo) as usize + 1] += 1;
+        }
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill: Vec<u64> = offsets[..n].to_vec();
+        let mut pairs = vec![(0f32, 0u32); arcs.len()];
+        for a in arcs {
+            let k = &mut fill[(a.from - lo) as usize];
+            pairs[*k as usize] = (a.w, a.to);
+            *k += 1;
+        }
+        // Sort each adjacency by weight (then head, for determinism).
+        let mut rest: &mut [(f32, u32)] = &mut pairs;
+        let mut chunks = Vec::with_capacity(n);
+        for i in 0..n {
+            let (c, r) = rest.split_at_mut((offsets[i + 1] - offsets[i]) as usize);
+            chunks.push(c);
+            rest = r;
+        }
+        chunks.into_par_iter().for_each(|c| c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))));
+        let weights = pairs.par_iter().map(|p| p.0).collect();
+        let heads = pairs.par_iter().map(|p| p.1).collect();
+        Csr { lo, hi, offsets, heads, weights }
+    }
+
+    /// The CSR of vertices `lo..hi` of the undirected graph made of
+    /// `edges`: every edge with an end in the range gives the arcs of that
+    /// end (a self-loop gives two arcs).
+    pub fn from_edges(lo: u32, hi: u32, edges: &[Edge]) -> Csr {
+        let mut arcs = Vec::new();
+        for e in edges {
+            if (lo..hi).contains(&e.u) {
+                arcs.push(Arc { from: e.u, to: e.v, w: e.w });
+            }
+            if (lo..hi).contains(&e.v) {
+                arcs.push(Arc { from: e.v, to: e.u, w: e.w });
+            }
+        }
+        Csr::from_arcs(lo, hi, &arcs)
+    }
+
+    /// Number of light arcs of `v` (weight below `delta`): a prefix of its
+    /// adjacency.
+    #[inline]
+    pub fn light(&self, v: u32, delta: f32) -> usize {
+        self.adjacency(v).1.partition_point(|&w| w < delta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arcs_in_both_directions_sorted_by_weight() {
+        let edges = [
+            Edge { u: 0, v: 1, w: 0.5 },
+            Edge { u: 1, v: 2, w: 0.25 },
+            Edge { u: 2, v: 2, w: 0.75 },
+            Edge { u: 0, v: 2, w: 0.125 },
+        ];
+        let g = Csr::from_edges(0, 3, &edges);
+        assert_eq!(g.adjacency(0), (&[2, 1][..], &[0.125, 0.5][..]));
+        assert_eq!(g.adjacency(1), (&[2, 0][..], &[0.25, 0.5][..]));
+        assert_eq!(g.adjacency(2), (&[0, 1, 2, 2][..], &[0.125, 0.25, 0.75, 0.75][..]));
+        assert_eq!(g.arcs(), 8);
+        assert_eq!(g.light(2, 0.5), 2);
+        let part = Csr::from_edges(1, 2, &edges);
+        assert_eq!(part.offsets, vec![0, 2]);
+        assert_eq!(part.adjacency(1), (&[2, 0][..], &[0.25, 0.5][..]));
     }
 }

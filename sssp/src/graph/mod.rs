@@ -10,7 +10,7 @@ pub mod csr;
 pub mod edgelist;
 pub mod kronecker;
 
-pub use csr::Csr;
+pub use csr::{Arc, Csr};
 // pub use kronecker::Spec; (once the generator lands)
 
 /// One undirected, weighted edge of the input (12 bytes, as in the
