@@ -33,7 +33,7 @@ pub const NO_PARENT: u64 = u64::MAX;
 /// [`NO_PARENT`]; the root has distance 0 and is its own parent. Every
 /// implementation relaxes an edge `(u, v, w)` the same way —
 /// `dist[u] + f64::from(w)` — so that results can be compared exactly.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Tree {
     /// Distance from the root.
     pub dist: Vec<f64>,

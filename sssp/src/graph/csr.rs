@@ -72,6 +72,16 @@ impl Csr {
     /// # Panics
     /// If an arc's tail is outside `lo..hi`.
     pub fn from_arcs(lo: u32, hi: u32, arcs: &[Arc]) -> Csr {
+        Csr::build(lo, hi, arcs, true)
+    }
+
+    /// As [`Csr::from_arcs`], on the calling thread only (for code that
+    /// already runs on every core, such as one part per worker thread).
+    pub fn from_arcs_sequential(lo: u32, hi: u32, arcs: &[Arc]) -> Csr {
+        Csr::build(lo, hi, arcs, false)
+    }
+
+    fn build(lo: u32, hi: u32, arcs: &[Arc], parallel: bool) -> Csr {
         let n = (hi - lo) as usize;
         let mut offsets = vec![0u64; n + 1];
         for a in arcs {
@@ -96,9 +106,14 @@ impl Csr {
             chunks.push(c);
             rest = r;
         }
-        chunks.into_par_iter().for_each(|c| c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))));
-        let weights = pairs.par_iter().map(|p| p.0).collect();
-        let heads = pairs.par_iter().map(|p| p.1).collect();
+        let by_weight = |c: &mut [(f32, u32)]| c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let (weights, heads) = if parallel {
+            chunks.into_par_iter().for_each(by_weight);
+            (pairs.par_iter().map(|p| p.0).collect(), pairs.par_iter().map(|p| p.1).collect())
+        } else {
+            chunks.into_iter().for_each(by_weight);
+            (pairs.iter().map(|p| p.0).collect(), pairs.iter().map(|p| p.1).collect())
+        };
         Csr { lo, hi, offsets, heads, weights }
     }
 

@@ -11,7 +11,8 @@ pub mod edgelist;
 pub mod kronecker;
 
 pub use csr::{Arc, Csr};
-// pub use kronecker::Spec; (once the generator lands)
+pub use edgelist::EdgeListError;
+pub use kronecker::Spec;
 
 /// One undirected, weighted edge of the input (12 bytes, as in the
 /// edge-list file).

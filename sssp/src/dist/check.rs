@@ -1,0 +1,124 @@
+//! Validation of a search where its result lives: every thread checks its
+//! own part against the Graph500 rules ([`crate::validate`]), fetching the
+//! distances and parents of the other parts' vertices it needs through
+//! delegation; rank 0 then follows the rare zero-weight parent chains.
+//! Also: gathering the whole result in one place (for comparisons).
+
+use std::collections::HashMap;
+
+use gossamer::Trust;
+
+use super::part::Part;
+use super::{on_all, peers};
+use crate::validate::{self, Lookup};
+use crate::{Tree, NO_PARENT};
+
+/// Vertices asked for per request.
+const ASK: usize = 8192;
+
+/// What a thread's check found: (edges in the root's component counted
+/// by this part, vertices whose distance equals their parent's).
+pub type PartResult = Result<(u64, Vec<u32>), String>;
+
+/// One thread's check of its part.
+pub fn check_step(root: u32) -> PartResult {
+    let parts = peers::get();
+    let t = gossamer::current_thread().expect("a step runs on a worker");
+    let needs = parts[t].apply(|p| p.remote_needs());
+    let mut remote: HashMap<u32, (f64, u64)> = HashMap::new();
+    for (owner, ids) in needs.into_iter().enumerate() {
+        for chunk in ids.chunks(ASK) {
+            let got = parts[owner].apply_with(|p, ids: Vec<u32>| p.lookup(&ids), chunk.to_vec());
+            remote.extend(chunk.iter().copied().zip(got));
+        }
+    }
+    parts[t].apply_with(move |p, remote: HashMap<u32, (f64, u64)>| p.check(root, remote), remote)
+}
+
+impl Part {
+    /// Checks our vertices and arcs, with `remote` holding every other
+    /// vertex we refer to.
+    pub fn check(&self, root: u32, remote: HashMap<u32, (f64, u64)>) -> PartResult {
+        let all = PartLookup { part: self, remote };
+        validate::validate_part(self.csr(), self.tree(), root, self.vertices(), &all)
+            .map(|c| (c.edges_in_component, c.equal_distance))
+            .map_err(|e| e.to_string())
+    }
+}
+
+struct PartLookup<'a> {
+    part: &'a Part,
+    remote: HashMap<u32, (f64, u64)>,
+}
+
+impl Lookup for PartLookup<'_> {
+    fn get(&self, v: u32) -> (f64, u64) {
+        if self.part.range().contains(&v) {
+            let i = (v - self.part.range().start) as usize;
+            let t = self.part.tree();
+            (t.dist[i], t.parent[i])
+        } else {
+            // Everything the part refers to was fetched; anything else is
+            // answered as unreached, which the rules then report.
+            self.remote.get(&v).copied().unwrap_or((f64::INFINITY, NO_PARENT))
+        }
+    }
+}
+
+/// Looks vertices up wherever they live, one delegation each (for the
+/// rare parent chains).
+pub struct RemoteLookup<'a> {
+    /// The parts.
+    pub parts: &'a [Trust<Part>],
+    /// Their layout.
+    pub layout: super::Layout,
+}
+
+impl Lookup for RemoteLookup<'_> {
+    fn get(&self, v: u32) -> (f64, u64) {
+        if u64::from(v) >= self.layout.vertices {
+            return (f64::INFINITY, NO_PARENT);
+        }
+        self.parts[self.layout.owner(v)].apply_with(|p, v: u32| p.lookup(&[v])[0], v)
+    }
+}
+
+/// Validates the search's result everywhere; returns the number of input
+/// edges in the root's component (what TEPS divides).
+pub fn check(parts: &[Trust<Part>], layout: super::Layout, root: u32) -> Result<u64, String> {
+    let mut edges = 0;
+    let mut chains = Vec::new();
+    let mut errors = Vec::new();
+    for (t, r) in on_all(check_step, root).into_iter().enumerate() {
+        match r {
+            Ok((e, c)) => {
+                edges += e;
+                chains.extend(c);
+            }
+            Err(e) => errors.push(format!("part {t}: {e}")),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    validate::check_chains(&chains, root, layout.vertices, &RemoteLookup { parts, layout }).map_err(|e| e.to_string())?;
+    Ok(edges)
+}
+
+/// One thread's result: (first vertex, its part's tree).
+pub fn gather_step((): ()) -> (u32, Tree) {
+    let parts = peers::get();
+    let t = gossamer::current_thread().expect("a step runs on a worker");
+    parts[t].apply(|p| (p.range().start, p.tree().clone()))
+}
+
+/// The whole result in one `Tree`.
+pub fn gather(vertices: u64) -> Tree {
+    let mut all = Tree::unreached(vertices as usize);
+    for (lo, t) in on_all(gather_step, ()) {
+        let lo = lo as usize;
+        all.dist[lo..lo + t.dist.len()].copy_from_slice(&t.dist);
+        all.parent[lo..lo + t.parent.len()].copy_from_slice(&t.parent);
+    }
+    all
+}
