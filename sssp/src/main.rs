@@ -166,7 +166,7 @@ fn generate(args: GenerateArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("gossamer-sssp: {}: {e}", args.out.display());
+            eprintln!("gossamer-sssp: {}", gossamer_sssp::dist::build::file_error(&args.out, e));
             ExitCode::FAILURE
         }
     }
@@ -227,7 +227,7 @@ fn program(args: &RunArgs) -> Result<(), String> {
     let (scale, edgefactor) = match &source {
         Source::Kronecker(s) => (s.scale, s.edgefactor),
         Source::File(p) => {
-            let h = edgelist::read_header(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            let h = edgelist::read_header(p).map_err(|e| gossamer_sssp::dist::build::file_error(p, e))?;
             (h.scale, (h.edges / h.vertices.max(1)) as u32)
         }
     };
@@ -305,11 +305,12 @@ fn program(args: &RunArgs) -> Result<(), String> {
         }
         let component = g.validate(root).map_err(|e| e.to_string())?;
         let mut line = format!(
-            "root {root:>10}: gossamer {:>9.4} s {:>10.3e} TEPS ({} buckets, {} rounds, {} relaxations sent)",
+            "root {root:>10}: gossamer {:>9.4} s {:>10.3e} TEPS ({} buckets, {} rounds, {} expansions, {} relaxations sent)",
             took.as_secs_f64(),
             component as f64 / took.as_secs_f64(),
             stats.buckets,
             stats.rounds,
+            stats.expansions,
             stats.relaxations_sent
         );
         records.push(record("gossamer", threads, processes, root, took, component));
@@ -322,7 +323,9 @@ fn program(args: &RunArgs) -> Result<(), String> {
                 let mut check = |name: &'static str, t: Duration, tree: Tree| -> Result<(), String> {
                     let e = validate::validate(&csr, root, &tree).map_err(|e| format!("{name} from {root}: {e}"))?;
                     if e != component {
-                        return Err(format!("{name} from {root}: {e} edges in the component, gossamer found {component}"));
+                        return Err(format!(
+                            "{name} from {root}: {e} edges in the component, gossamer found {component}"
+                        ));
                     }
                     if tree.dist != ours.dist {
                         let v = (0..tree.dist.len()).find(|&v| tree.dist[v] != ours.dist[v]).unwrap_or(0);

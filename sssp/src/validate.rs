@@ -246,10 +246,10 @@ pub fn validate_part(
             // at the head.
             continue;
         }
-        // Rule 3: an arc to the parent whose weight makes up the difference.
-        let parent = (v != root).then(|| parent as u32);
-        let parent_dist = parent.map(|p| if part.range().contains(&p) { at(p).0 } else { all.get(p).0 });
-        let (mut adjacent, mut matches, mut lightest) = (false, false, f32::INFINITY);
+        // Rule 3: an arc to the parent whose weight makes up the difference
+        // (the parent's distance is read with the arcs' heads).
+        let parent = (v != root).then_some(parent as u32);
+        let (mut parent_dist, mut matches, mut lightest) = (None, false, f32::INFINITY);
         for (&u, &w) in heads.iter().zip(weights) {
             let head_dist = if part.range().contains(&u) { at(u).0 } else { all.get(u).0 };
             if head_dist == f64::INFINITY {
@@ -259,7 +259,7 @@ pub fn validate_part(
                 return Err(ValidationError::Triangle { from: v, to: u, w, from_dist: dist, to_dist: head_dist });
             }
             if Some(u) == parent {
-                adjacent = true;
+                parent_dist = Some(head_dist);
                 lightest = lightest.min(w);
                 matches |= head_dist + f64::from(w) == dist;
             }
@@ -269,12 +269,18 @@ pub fn validate_part(
                 std::cmp::Ordering::Less => {}
             }
         }
-        if let (Some(p), Some(parent_dist)) = (parent, parent_dist) {
-            if !adjacent {
+        if let Some(p) = parent {
+            let Some(parent_dist) = parent_dist else {
                 return Err(ValidationError::ParentNotAdjacent { vertex: v, parent: u64::from(p) });
-            }
+            };
             if !matches {
-                return Err(ValidationError::ParentWeightMismatch { vertex: v, dist, parent: p, parent_dist, lightest });
+                return Err(ValidationError::ParentWeightMismatch {
+                    vertex: v,
+                    dist,
+                    parent: p,
+                    parent_dist,
+                    lightest,
+                });
             }
             if parent_dist == dist {
                 check.equal_distance.push(v);
@@ -304,8 +310,9 @@ fn check_vertex(vertex: u32, dist: f64, parent: u64, vertices: u64) -> Result<()
 /// [`PartCheck::equal_distance`] of the parts): the chain of parents from
 /// each must reach the root or a vertex strictly closer to it, without
 /// coming back to a vertex and within `vertices` steps (the number of
-/// vertices of the graph). Chains already followed to their end are not
-/// followed again.
+/// vertices of the graph). Each vertex of a chain is looked up once, and
+/// chains already followed to their end are not followed again (lookups
+/// may be remote).
 ///
 /// The vertices met are checked against rule 2 on the way, so that a chain
 /// ends even on values that [`validate_part`] would reject.
@@ -314,14 +321,17 @@ pub fn check_chains(start: &[u32], root: u32, vertices: u64, all: &impl Lookup) 
     let mut chain: Vec<u32> = Vec::new();
     let mut on_chain: HashSet<u32> = HashSet::new();
     for &s in start {
+        if s == root || good.contains(&s) {
+            continue;
+        }
         chain.clear();
         on_chain.clear();
-        let mut v = s;
+        let (mut v, mut here) = (s, all.get(s));
         loop {
             if v == root || good.contains(&v) {
                 break;
             }
-            let (dist, parent) = all.get(v);
+            let (dist, parent) = here;
             if !on_chain.insert(v) || chain.len() as u64 >= vertices {
                 return Err(ValidationError::ParentCycle { vertex: s, at: v, dist });
             }
@@ -331,10 +341,11 @@ pub fn check_chains(start: &[u32], root: u32, vertices: u64, all: &impl Lookup) 
                 break; // Unreached: the chain cannot go on (rule 3 is broken, elsewhere).
             }
             let p = parent as u32;
-            if all.get(p).0 != dist {
+            let there = all.get(p);
+            if there.0 != dist {
                 break; // Strictly closer (or, breaking rule 3, farther).
             }
-            v = p;
+            (v, here) = (p, there);
         }
         good.extend(chain.iter().copied());
     }

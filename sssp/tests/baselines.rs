@@ -25,7 +25,7 @@ impl SplitMix {
     }
 
     fn below(&mut self, n: u32) -> u32 {
-        ((self.next() >> 32) * u64::from(n) >> 32) as u32
+        (((self.next() >> 32) * u64::from(n)) >> 32) as u32
     }
 
     /// Uniform in `[0, 1)` like Graph500's weights (24 random bits).
@@ -71,8 +71,8 @@ fn rmat_edges(scale: u32, edgefactor: usize, seed: u64) -> Vec<Edge> {
                 } else {
                     (1, 1)
                 };
-                u = u << 1 | du;
-                v = v << 1 | dv;
+                u = (u << 1) | du;
+                v = (v << 1) | dv;
             }
             Edge { u: scramble(u), v: scramble(v), w: r.weight() }
         })
@@ -117,9 +117,8 @@ fn weight() -> impl Strategy<Value = f32> {
 
 fn graph() -> impl Strategy<Value = (u32, Vec<Edge>, u32)> {
     (1u32..40).prop_flat_map(|n| {
-        (Just(n), prop::collection::vec((0..n, 0..n, weight()), 0..120), 0..n).prop_map(|(n, edges, root)| {
-            (n, edges.into_iter().map(|(u, v, w)| Edge { u, v, w }).collect(), root)
-        })
+        (Just(n), prop::collection::vec((0..n, 0..n, weight()), 0..120), 0..n)
+            .prop_map(|(n, edges, root)| (n, edges.into_iter().map(|(u, v, w)| Edge { u, v, w }).collect(), root))
     })
 }
 
@@ -190,7 +189,12 @@ fn timing() {
     let edges = rmat_edges(scale, 16, 1);
     let n = 1u32 << scale;
     let g = Csr::from_edges(0, n, &edges);
-    println!("scale {scale}: {} arcs, built in {:.2?}, {} threads", g.arcs(), t.elapsed(), rayon::current_num_threads());
+    println!(
+        "scale {scale}: {} arcs, built in {:.2?}, {} threads",
+        g.arcs(),
+        t.elapsed(),
+        rayon::current_num_threads()
+    );
     let mut r = SplitMix(5);
     for _ in 0..4 {
         let root = loop {

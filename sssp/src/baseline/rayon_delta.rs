@@ -10,9 +10,10 @@
 //! or wait in their later bucket otherwise; once no frontier is left, the
 //! heavy arcs of every vertex settled in the bucket are relaxed once, in
 //! parallel, which fills later buckets (or, exceptionally, reopens this
-//! one). Each phase's improved vertices are gathered per `rayon` task and
-//! merged. Parents are found afterwards, in a parallel pass over the final
-//! distances.
+//! one). Each phase's improved vertices are gathered per `rayon` task, with
+//! the bucket of the distance they were given, and merged; frontiers are
+//! sorted, so that adjacencies are read in memory order. Parents are found
+//! afterwards, in a parallel pass over the final distances.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -51,11 +52,14 @@ pub fn delta_stepping(g: &Csr, root: u32, delta: f32) -> Tree {
     let n = g.hi as usize;
     let search = Search {
         g,
-        delta,
         width: f64::from(delta),
         dist: (0..n).into_par_iter().map(|_| AtomicU64::new(f64::INFINITY.to_bits())).collect(),
         queued: (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect(),
         settled: (0..n).into_par_iter().map(|_| AtomicU32::new(0)).collect(),
+        light: (0..g.hi)
+            .into_par_iter()
+            .map(|v| u32::try_from(g.light(v, delta)).expect("more than 2^32 light arcs from a vertex"))
+            .collect(),
     };
     search.dist[root as usize].store(0f64.to_bits(), Relaxed);
     search.run(root);
@@ -67,7 +71,6 @@ pub fn delta_stepping(g: &Csr, root: u32, delta: f32) -> Tree {
 /// The state of one search.
 struct Search<'g> {
     g: &'g Csr,
-    delta: f32,
     width: f64,
     /// Tentative distances, as `f64` bits.
     dist: Vec<AtomicU64>,
@@ -76,6 +79,14 @@ struct Search<'g> {
     queued: Vec<AtomicU32>,
     /// The last heavy pass (numbered from 1) each vertex is waiting for.
     settled: Vec<AtomicU32>,
+    /// The number of light arcs of each vertex.
+    light: Vec<u32>,
+}
+
+/// The number after `no`, for the stamps of frontiers and heavy passes
+/// (which must not wrap around: a stale stamp would then look fresh).
+fn next_no(no: u32) -> u32 {
+    no.checked_add(1).expect("more than 2^32 phases")
 }
 
 /// Which arcs of a vertex a phase relaxes.
@@ -103,28 +114,36 @@ impl Search<'_> {
         let (mut frontier_no, mut heavy_no) = (0u32, 1u32);
         while let Some((i, waiting)) = buckets.pop_first() {
             // Vertices whose distance fell below this bucket since they were
-            // put in it have been processed already.
-            frontier_no += 1;
+            // put in it have been processed already. Frontiers are sorted:
+            // their adjacencies are then read in memory order.
+            frontier_no = next_no(frontier_no);
             let mut frontier: Vec<u32> = waiting
                 .into_par_iter()
-                .filter(|&v| self.bucket(self.dist(v)) == i && self.queued[v as usize].swap(frontier_no, Relaxed) != frontier_no)
+                .filter(|&v| {
+                    self.bucket(self.dist(v)) == i && self.queued[v as usize].swap(frontier_no, Relaxed) != frontier_no
+                })
                 .collect();
+            frontier.par_sort_unstable();
             let mut settled: Vec<u32> = Vec::new();
             loop {
                 while !frontier.is_empty() {
                     settled.par_extend(
-                        frontier.par_iter().copied().filter(|&v| self.settled[v as usize].swap(heavy_no, Relaxed) != heavy_no),
+                        frontier
+                            .par_iter()
+                            .copied()
+                            .filter(|&v| self.settled[v as usize].swap(heavy_no, Relaxed) != heavy_no),
                     );
                     let improved = self.relax(&frontier, Arcs::Light);
-                    frontier_no += 1;
+                    frontier_no = next_no(frontier_no);
                     frontier = self.route(improved, i, frontier_no, &mut buckets);
                 }
                 // The bucket is settled (unless its heavy arcs reopen it, which
                 // rounding may make possible): relax its heavy arcs once.
+                settled.par_sort_unstable();
                 let improved = self.relax(&settled, Arcs::Heavy);
                 settled.clear();
-                heavy_no += 1;
-                frontier_no += 1;
+                heavy_no = next_no(heavy_no);
+                frontier_no = next_no(frontier_no);
                 frontier = self.route(improved, i, frontier_no, &mut buckets);
                 if frontier.is_empty() {
                     break;
@@ -134,14 +153,15 @@ impl Search<'_> {
     }
 
     /// Relaxes the light or heavy arcs of `vertices` in parallel; returns
-    /// the vertices improved (once per improvement).
-    fn relax(&self, vertices: &[u32], arcs: Arcs) -> Vec<u32> {
+    /// the vertices improved, once per improvement, with the bucket of the
+    /// distance they were given (a later improvement only lowers it).
+    fn relax(&self, vertices: &[u32], arcs: Arcs) -> Vec<(u64, u32)> {
         vertices
             .par_iter()
             .fold(Vec::new, |mut out, &u| {
                 let du = self.dist(u);
                 let (heads, weights) = self.g.adjacency(u);
-                let light = weights.partition_point(|&w| w < self.delta);
+                let light = self.light[u as usize] as usize;
                 let (heads, weights) = match arcs {
                     Arcs::Light => (&heads[..light], &weights[..light]),
                     Arcs::Heavy => (&heads[light..], &weights[light..]),
@@ -169,31 +189,37 @@ impl Search<'_> {
     }
 
     #[inline]
-    fn relax_arcs(&self, du: f64, heads: &[u32], weights: &[f32], out: &mut Vec<u32>) {
+    fn relax_arcs(&self, du: f64, heads: &[u32], weights: &[f32], out: &mut Vec<(u64, u32)>) {
         for (&v, &w) in heads.iter().zip(weights) {
-            let candidate = (du + f64::from(w)).to_bits();
+            let candidate = du + f64::from(w);
+            let bits = candidate.to_bits();
             let slot = &self.dist[v as usize];
             // Read first: most arcs do not improve, and a read is cheaper
             // than a read-modify-write on a contended line.
-            if candidate < slot.load(Relaxed) && candidate < slot.fetch_min(candidate, Relaxed) {
-                out.push(v);
+            if bits < slot.load(Relaxed) && bits < slot.fetch_min(bits, Relaxed) {
+                out.push((self.bucket(candidate), v));
             }
         }
     }
 
     /// Sends improved vertices to the next frontier of bucket `i` (those
-    /// now in bucket `i` or below, each once) or to their later bucket.
-    fn route(&self, improved: Vec<u32>, i: u64, frontier_no: u32, buckets: &mut BTreeMap<u64, Vec<u32>>) -> Vec<u32> {
-        let next = improved
+    /// given a distance in bucket `i` or below, each once, in order) or to
+    /// the later bucket of the distance they were given.
+    fn route(
+        &self,
+        improved: Vec<(u64, u32)>,
+        i: u64,
+        frontier_no: u32,
+        buckets: &mut BTreeMap<u64, Vec<u32>>,
+    ) -> Vec<u32> {
+        let mut next: Vec<u32> = improved
             .par_iter()
-            .copied()
-            .filter(|&v| {
-                self.bucket(self.dist(v)) <= i && self.queued[v as usize].swap(frontier_no, Relaxed) != frontier_no
-            })
+            .filter(|&&(b, v)| b <= i && self.queued[v as usize].swap(frontier_no, Relaxed) != frontier_no)
+            .map(|&(_, v)| v)
             .collect();
+        next.par_sort_unstable();
         let mut last: Option<(u64, &mut Vec<u32>)> = None;
-        for v in improved {
-            let b = self.bucket(self.dist(v));
+        for (b, v) in improved {
             if b <= i {
                 continue;
             }
@@ -253,8 +279,10 @@ fn parents(g: &Csr, root: u32, dist: &[f64]) -> Vec<u64> {
             }
         })
         .collect();
-    let unlinked: Vec<u32> =
-        (0..g.hi).into_par_iter().filter(|&v| parent[v as usize] == NO_PARENT && dist[v as usize].is_finite()).collect();
+    let unlinked: Vec<u32> = (0..g.hi)
+        .into_par_iter()
+        .filter(|&v| parent[v as usize] == NO_PARENT && dist[v as usize].is_finite())
+        .collect();
     if unlinked.is_empty() {
         return parent;
     }
@@ -262,7 +290,9 @@ fn parents(g: &Csr, root: u32, dist: &[f64]) -> Vec<u64> {
     let mut queue = Vec::new();
     for &v in &unlinked {
         let (heads, weights) = g.adjacency(v);
-        if let Some((&u, _)) = heads.iter().zip(weights).find(|&(&u, &w)| parent[u as usize] != NO_PARENT && tight(u, w, v)) {
+        if let Some((&u, _)) =
+            heads.iter().zip(weights).find(|&(&u, &w)| parent[u as usize] != NO_PARENT && tight(u, w, v))
+        {
             parent[v as usize] = u64::from(u);
             queue.push(v);
         }

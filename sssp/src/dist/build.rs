@@ -30,7 +30,7 @@ impl Source {
         match self {
             Source::Kronecker(s) => Ok((s.vertices(), s.edges())),
             Source::File(p) => {
-                let h = edgelist::read_header(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let h = edgelist::read_header(p).map_err(|e| file_error(p, e))?;
                 Ok((h.vertices, h.edges))
             }
         }
@@ -40,7 +40,7 @@ impl Source {
     pub fn edges(&self, range: std::ops::Range<u64>) -> Result<Vec<Edge>, String> {
         match self {
             Source::Kronecker(s) => Ok(s.generate(range)),
-            Source::File(p) => edgelist::read_range(p, range).map_err(|e| format!("{}: {e}", p.display())),
+            Source::File(p) => edgelist::read_range(p, range).map_err(|e| file_error(p, e)),
         }
     }
 }
@@ -80,4 +80,12 @@ pub fn build_step((): ()) -> (u64, u64) {
     let parts = peers::get();
     let t = gossamer::current_thread().expect("a step runs on a worker");
     parts[t].apply(|p| p.build())
+}
+
+/// An edge-list error as a message that names the file once.
+pub fn file_error(path: &std::path::Path, e: edgelist::EdgeListError) -> String {
+    match e {
+        edgelist::EdgeListError::Io { .. } => e.to_string(),
+        e => format!("{}: {e}", path.display()),
+    }
 }

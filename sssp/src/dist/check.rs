@@ -5,6 +5,7 @@
 //! Also: gathering the whole result in one place (for comparisons).
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use gossamer::Trust;
 
@@ -12,6 +13,28 @@ use super::part::Part;
 use super::{on_all, peers};
 use crate::validate::{self, Lookup};
 use crate::{Tree, NO_PARENT};
+
+/// A multiplicative hash for `u32` vertex ids (SipHash costs more than
+/// the lookups it guards; these keys are not chosen by an adversary).
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (u64::from(v) ^ self.0).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+}
+
+/// Remote vertices' (distance, parent), by id.
+pub type Fetched = HashMap<u32, (f64, u64), BuildHasherDefault<IdHasher>>;
 
 /// Vertices asked for per request.
 const ASK: usize = 8192;
@@ -25,20 +48,20 @@ pub fn check_step(root: u32) -> PartResult {
     let parts = peers::get();
     let t = gossamer::current_thread().expect("a step runs on a worker");
     let needs = parts[t].apply(|p| p.remote_needs());
-    let mut remote: HashMap<u32, (f64, u64)> = HashMap::new();
+    let mut remote = Fetched::default();
     for (owner, ids) in needs.into_iter().enumerate() {
         for chunk in ids.chunks(ASK) {
             let got = parts[owner].apply_with(|p, ids: Vec<u32>| p.lookup(&ids), chunk.to_vec());
             remote.extend(chunk.iter().copied().zip(got));
         }
     }
-    parts[t].apply_with(move |p, remote: HashMap<u32, (f64, u64)>| p.check(root, remote), remote)
+    parts[t].apply_with(move |p, remote: Fetched| p.check(root, remote), remote)
 }
 
 impl Part {
     /// Checks our vertices and arcs, with `remote` holding every other
     /// vertex we refer to.
-    pub fn check(&self, root: u32, remote: HashMap<u32, (f64, u64)>) -> PartResult {
+    pub fn check(&self, root: u32, remote: Fetched) -> PartResult {
         let all = PartLookup { part: self, remote };
         validate::validate_part(self.csr(), self.tree(), root, self.vertices(), &all)
             .map(|c| (c.edges_in_component, c.equal_distance))
@@ -48,7 +71,7 @@ impl Part {
 
 struct PartLookup<'a> {
     part: &'a Part,
-    remote: HashMap<u32, (f64, u64)>,
+    remote: Fetched,
 }
 
 impl Lookup for PartLookup<'_> {
@@ -101,7 +124,8 @@ pub fn check(parts: &[Trust<Part>], layout: super::Layout, root: u32) -> Result<
     if !errors.is_empty() {
         return Err(errors.join("; "));
     }
-    validate::check_chains(&chains, root, layout.vertices, &RemoteLookup { parts, layout }).map_err(|e| e.to_string())?;
+    validate::check_chains(&chains, root, layout.vertices, &RemoteLookup { parts, layout })
+        .map_err(|e| e.to_string())?;
     Ok(edges)
 }
 

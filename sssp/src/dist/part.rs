@@ -3,8 +3,6 @@
 //! delegated closures on the part's trustee; the delegation around it lives
 //! in [`super::search`], [`super::build`] and [`super::check`].
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use super::layout::Layout;
@@ -55,7 +53,7 @@ struct Search {
     /// Local indices by bucket number; may hold stale entries (a vertex
     /// whose distance has since moved to a lower bucket), skipped when
     /// taken.
-    buckets: BTreeMap<u64, Vec<u32>>,
+    buckets: Buckets,
     /// Vertices settled in the current bucket (for the heavy arcs).
     settled: Vec<u32>,
     in_settled: Vec<bool>,
@@ -68,6 +66,63 @@ struct Search {
     arcs: Option<Arcs>,
     /// Outgoing relaxations per destination part, and full batches.
     out: Vec<Vec<Relax>>,
+    /// Lowest bucket of the relaxations sent since [`Part::begin`].
+    sent_min: Option<u64>,
+}
+
+/// Buckets of local vertex indices, by number: a vector indexed by bucket
+/// (there are about as many as the longest distance over delta), with the
+/// lowest possibly non-empty one remembered.
+#[derive(Debug, Default)]
+struct Buckets {
+    lists: Vec<Vec<u32>>,
+    /// No bucket below this one has entries (lowered by pushes; buckets
+    /// are taken in increasing order, so raising it is left to `min`).
+    low: usize,
+    /// Entries in all lists.
+    len: usize,
+}
+
+/// The most buckets a search may use (about `longest distance / delta`).
+const MAX_BUCKETS: u64 = 1 << 26;
+
+impl Buckets {
+    fn clear(&mut self) {
+        for l in &mut self.lists {
+            l.clear();
+        }
+        self.low = 0;
+        self.len = 0;
+    }
+
+    #[inline]
+    fn push(&mut self, b: u64, i: u32) {
+        assert!(b < MAX_BUCKETS, "bucket {b}: delta is too small for these distances");
+        let b = b as usize;
+        if b >= self.lists.len() {
+            self.lists.resize_with(b + 1, Vec::new);
+        }
+        self.lists[b].push(i);
+        self.low = self.low.min(b);
+        self.len += 1;
+    }
+
+    fn take(&mut self, b: u64) -> Vec<u32> {
+        match self.lists.get_mut(b as usize) {
+            Some(l) => {
+                self.len -= l.len();
+                std::mem::take(l)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    fn min(&self) -> Option<u64> {
+        if self.len == 0 {
+            return None;
+        }
+        self.lists[self.low..].iter().position(|l| !l.is_empty()).map(|k| (self.low + k) as u64)
+    }
 }
 
 /// Bucket of a distance (the same function everywhere, so that a vertex's
@@ -155,14 +210,26 @@ impl Part {
             let i = (root - self.csr.lo) as usize;
             s.tree.dist[i] = 0.0;
             s.tree.parent[i] = u64::from(root);
-            s.buckets.insert(0, vec![i as u32]);
+            s.buckets.push(0, i as u32);
         }
         self.min_bucket()
     }
 
     /// The lowest bucket that has entries (possibly only stale ones).
     pub fn min_bucket(&self) -> Option<u64> {
-        self.search.buckets.keys().next().copied()
+        self.search.buckets.min()
+    }
+
+    /// A lower bound of the lowest non-empty bucket of the whole program
+    /// once every part's step has ended: ours, or the lowest bucket of what
+    /// we sent since [`Part::begin`] (which the receivers may not have had
+    /// when they reported theirs). Stale at worst, which costs an empty
+    /// round, never a missed bucket.
+    pub fn next_bucket(&self) -> Option<u64> {
+        match (self.min_bucket(), self.search.sent_min) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Applies relaxations of our vertices.
@@ -179,7 +246,7 @@ impl Part {
         if d < s.tree.dist[i] {
             s.tree.dist[i] = d;
             s.tree.parent[i] = u64::from(p);
-            s.buckets.entry(bucket(d, s.delta)).or_default().push(i as u32);
+            s.buckets.push(bucket(d, s.delta), i as u32);
         }
     }
 
@@ -190,10 +257,11 @@ impl Part {
         let s = &mut self.search;
         s.cursor = 0;
         s.arcs = Some(arcs);
+        s.sent_min = None;
         match arcs {
             Arcs::Light => {
                 s.round = s.round.wrapping_add(1).max(1);
-                let taken = s.buckets.remove(&b).unwrap_or_default();
+                let taken = s.buckets.take(b);
                 s.frontier.clear();
                 for i in taken {
                     let iu = i as usize;
@@ -247,6 +315,8 @@ impl Part {
                     self.relax_local((h - lo) as usize, d, v);
                 } else {
                     let t = self.layout.owner(h);
+                    let nb = bucket(d, delta);
+                    self.search.sent_min = Some(self.search.sent_min.map_or(nb, |m| m.min(nb)));
                     let out = &mut self.search.out[t];
                     out.push(Relax { v: h, d, p: v });
                     if out.len() >= batch {

@@ -11,8 +11,10 @@
 //!
 //! Per bucket `b` (in increasing order): light rounds relax the light arcs
 //! of the vertices now in `b` until no part has any left; one heavy round
-//! relaxes the heavy arcs of every vertex settled in `b`; a query round
-//! finds the next non-empty bucket.
+//! relaxes the heavy arcs of every vertex settled in `b`. Each step reports
+//! a lower bound of the next non-empty bucket (its own, or the lowest
+//! bucket it sent relaxations into), so no extra round is needed to find
+//! out whether a bucket is empty or which comes next.
 
 use serde::{Deserialize, Serialize};
 
@@ -43,36 +45,39 @@ pub struct SearchStats {
 /// Runs a search from `root` over the installed parts.
 pub fn search(root: u32, delta: f32) -> SearchStats {
     let mut stats = SearchStats::default();
-    let mut next = min_bucket(on_all(init_step, (root, delta)));
+    let mut next = on_all(init_step, (root, delta)).into_iter().flatten().min();
     while let Some(b) = next {
         stats.buckets += 1;
         loop {
-            let r = round(&mut stats, b, Arcs::Light);
-            if r == 0 {
+            let (frontier, after) = round(&mut stats, b, Arcs::Light);
+            // Nothing expanded anywhere means nothing was sent either:
+            // the bucket is empty.
+            if frontier == 0 || after != Some(b) {
                 break;
             }
         }
-        round(&mut stats, b, Arcs::Heavy);
-        stats.rounds += 1;
-        next = min_bucket(on_all(query_step, ()));
+        next = round(&mut stats, b, Arcs::Heavy).1;
+        debug_assert!(next.is_none_or(|n| n > b), "a bucket below the current one");
     }
     stats
 }
 
-fn round(stats: &mut SearchStats, b: u64, arcs: Arcs) -> u64 {
+/// One round: (vertices expanded, next bucket).
+fn round(stats: &mut SearchStats, b: u64, arcs: Arcs) -> (u64, Option<u64>) {
     stats.rounds += 1;
     let mut frontier = 0;
+    let mut next: Option<u64> = None;
     for r in on_all(expand_step, (b, arcs)) {
         frontier += r.0;
         stats.relaxations_sent += r.1;
         stats.batches += r.2;
+        next = match (next, r.3) {
+            (Some(a), Some(c)) => Some(a.min(c)),
+            (a, c) => a.or(c),
+        };
     }
     stats.expansions += frontier;
-    frontier
-}
-
-fn min_bucket(reports: Vec<Option<u64>>) -> Option<u64> {
-    reports.into_iter().flatten().min()
+    (frontier, next)
 }
 
 fn me() -> (std::rc::Rc<Vec<gossamer::Trust<super::Part>>>, usize) {
@@ -84,14 +89,9 @@ fn init_step((root, delta): (u32, f32)) -> Option<u64> {
     parts[t].apply(move |p| p.init(root, delta))
 }
 
-fn query_step((): ()) -> Option<u64> {
-    let (parts, t) = me();
-    parts[t].apply(|p| p.min_bucket())
-}
-
 /// One thread's share of a round: (frontier size, relaxations sent,
-/// batches sent).
-fn expand_step((b, arcs): (u64, Arcs)) -> (u64, u64, u64) {
+/// batches sent, next bucket as this part sees it).
+fn expand_step((b, arcs): (u64, Arcs)) -> (u64, u64, u64, Option<u64>) {
     let (parts, t) = me();
     let me = &parts[t];
     let frontier = me.apply(move |p| p.begin(b, arcs));
@@ -108,5 +108,5 @@ fn expand_step((b, arcs): (u64, Arcs)) -> (u64, u64, u64) {
         }
     }
     out.finish();
-    (frontier, out.items, out.batches)
+    (frontier, out.items, out.batches, me.apply(|p| p.next_bucket()))
 }
