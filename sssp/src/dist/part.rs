@@ -66,8 +66,12 @@ struct Search {
     arcs: Option<Arcs>,
     /// Outgoing relaxations per destination part, and full batches.
     out: Vec<Vec<Relax>>,
-    /// Lowest bucket of the relaxations sent since [`Part::begin`].
-    sent_min: Option<u64>,
+    /// Lowest distance of the relaxations sent since [`Part::begin`].
+    sent_min: f64,
+    /// Light arcs of each vertex for `light_delta` (a prefix of its
+    /// adjacency, found once per delta instead of at every expansion).
+    light: Vec<u32>,
+    light_delta: f32,
 }
 
 /// Buckets of local vertex indices, by number: a vector indexed by bucket
@@ -198,6 +202,16 @@ impl Part {
     /// last one. Returns the lowest non-empty bucket.
     pub fn init(&mut self, root: u32, delta: f32) -> Option<u64> {
         let mine = self.range().contains(&root);
+        if self.search.light_delta != delta || self.search.light.is_empty() {
+            let c = &self.csr;
+            self.search.light = (0..c.offsets.len().saturating_sub(1))
+                .map(|i| {
+                    let (a, b) = (c.offsets[i] as usize, c.offsets[i + 1] as usize);
+                    c.weights[a..b].partition_point(|&w| w < delta) as u32
+                })
+                .collect();
+            self.search.light_delta = delta;
+        }
         let s = &mut self.search;
         s.delta = delta;
         s.tree.dist.fill(f64::INFINITY);
@@ -226,7 +240,9 @@ impl Part {
     /// when they reported theirs). Stale at worst, which costs an empty
     /// round, never a missed bucket.
     pub fn next_bucket(&self) -> Option<u64> {
-        match (self.min_bucket(), self.search.sent_min) {
+        let sent = self.search.sent_min;
+        let sent = (sent < f64::INFINITY).then(|| bucket(sent, self.search.delta));
+        match (self.min_bucket(), sent) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
@@ -257,11 +273,14 @@ impl Part {
         let s = &mut self.search;
         s.cursor = 0;
         s.arcs = Some(arcs);
-        s.sent_min = None;
+        s.sent_min = f64::INFINITY;
         match arcs {
             Arcs::Light => {
                 s.round = s.round.wrapping_add(1).max(1);
-                let taken = s.buckets.take(b);
+                let mut taken = s.buckets.take(b);
+                // In vertex order: the part's arrays are then read in one
+                // sweep instead of at random.
+                taken.sort_unstable();
                 s.frontier.clear();
                 for i in taken {
                     let iu = i as usize;
@@ -277,6 +296,7 @@ impl Part {
             }
             Arcs::Heavy => {
                 s.frontier = std::mem::take(&mut s.settled);
+                s.frontier.sort_unstable();
                 for &i in &s.frontier {
                     s.in_settled[i as usize] = false;
                 }
@@ -295,14 +315,13 @@ impl Part {
         let lo = self.csr.lo;
         let hi = self.csr.hi;
         let arcs = self.search.arcs.expect("expand before begin");
-        let delta = self.search.delta;
         while self.search.cursor < self.search.frontier.len() && spent < budget {
             let i = self.search.frontier[self.search.cursor] as usize;
             self.search.cursor += 1;
             let v = lo + i as u32;
             let du = self.search.tree.dist[i];
             let (a, b) = (self.csr.offsets[i] as usize, self.csr.offsets[i + 1] as usize);
-            let split = a + self.csr.weights[a..b].partition_point(|&w| w < delta);
+            let split = a + self.search.light[i] as usize;
             let (a, b) = match arcs {
                 Arcs::Light => (a, split),
                 Arcs::Heavy => (split, b),
@@ -315,8 +334,7 @@ impl Part {
                     self.relax_local((h - lo) as usize, d, v);
                 } else {
                     let t = self.layout.owner(h);
-                    let nb = bucket(d, delta);
-                    self.search.sent_min = Some(self.search.sent_min.map_or(nb, |m| m.min(nb)));
+                    self.search.sent_min = self.search.sent_min.min(d);
                     let out = &mut self.search.out[t];
                     out.push(Relax { v: h, d, p: v });
                     if out.len() >= batch {
