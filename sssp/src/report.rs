@@ -181,6 +181,10 @@ pub fn plot_time_vs_threads(path: &Path, title: &str, summaries: &[Summary]) -> 
         .x_desc("threads")
         .y_desc("median seconds per root")
         .label_style(("sans-serif", 14))
+        .x_labels(12)
+        .y_labels(12)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.3}"))
         .draw()
         .map_err(|x| e(&x))?;
     let palette = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];

@@ -36,9 +36,10 @@ pub enum Arcs {
 pub struct Part {
     layout: Layout,
     index: usize,
-    /// Arcs received during construction, before [`Part::build`].
+    /// Arcs received during construction, before [`Part::build`], in the
+    /// batches they came in (moved, not copied, within a process).
     #[serde(skip)]
-    incoming: Vec<Arc>,
+    incoming: Vec<Vec<Arc>>,
     #[serde(skip)]
     csr: Csr,
     #[serde(skip)]
@@ -160,11 +161,7 @@ impl Part {
     /// Takes arcs whose tails are ours (construction).
     pub fn receive(&mut self, arcs: Vec<Arc>) {
         debug_assert!(arcs.iter().all(|a| self.range().contains(&a.from)));
-        if self.incoming.is_empty() {
-            self.incoming = arcs;
-        } else {
-            self.incoming.extend_from_slice(&arcs);
-        }
+        self.incoming.push(arcs);
     }
 
     /// Builds the CSR from the arcs received (sequentially: every thread
@@ -173,8 +170,7 @@ impl Part {
     pub fn build(&mut self) -> (u64, u64) {
         let r = self.range();
         let incoming = std::mem::take(&mut self.incoming);
-        self.csr = Csr::from_arcs_sequential(r.start, r.end, &incoming);
-        drop(incoming);
+        self.csr = Csr::from_arc_batches(r.start, r.end, incoming);
         let n = self.csr.offsets.len().saturating_sub(1);
         self.search = Search {
             tree: Tree::unreached(n),

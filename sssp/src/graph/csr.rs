@@ -54,6 +54,12 @@ impl Csr {
     }
 }
 
+/// Adjacency order: by weight, then head (so that every builder gives the
+/// same CSR).
+fn by_weight(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
+    a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+}
+
 /// An arc `from -> to` of weight `w` (one direction of an edge).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Arc {
@@ -72,16 +78,51 @@ impl Csr {
     /// # Panics
     /// If an arc's tail is outside `lo..hi`.
     pub fn from_arcs(lo: u32, hi: u32, arcs: &[Arc]) -> Csr {
-        Csr::build(lo, hi, arcs, true)
+        Csr::build(lo, hi, arcs)
     }
 
     /// As [`Csr::from_arcs`], on the calling thread only (for code that
-    /// already runs on every core, such as one part per worker thread).
-    pub fn from_arcs_sequential(lo: u32, hi: u32, arcs: &[Arc]) -> Csr {
-        Csr::build(lo, hi, arcs, false)
+    /// already runs on every core, such as one part per worker thread),
+    /// from arcs in batches, and lean: the arcs are written straight into
+    /// place and dropped before the adjacencies are sorted, so the peak is
+    /// the arcs plus the CSR.
+    pub fn from_arc_batches(lo: u32, hi: u32, batches: Vec<Vec<Arc>>) -> Csr {
+        let n = (hi - lo) as usize;
+        let mut offsets = vec![0u64; n + 1];
+        for a in batches.iter().flatten() {
+            assert!((lo..hi).contains(&a.from), "arc {a:?} outside the range {lo}..{hi}");
+            offsets[(a.from - lo) as usize + 1] += 1;
+        }
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        let total = offsets[n] as usize;
+        let mut fill: Vec<u64> = offsets[..n].to_vec();
+        let (mut heads, mut weights) = (vec![0u32; total], vec![0f32; total]);
+        for batch in batches {
+            for a in batch {
+                let k = &mut fill[(a.from - lo) as usize];
+                heads[*k as usize] = a.to;
+                weights[*k as usize] = a.w;
+                *k += 1;
+            }
+        }
+        drop(fill);
+        let mut buf: Vec<(f32, u32)> = Vec::new();
+        for i in 0..n {
+            let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
+            buf.clear();
+            buf.extend(weights[a..b].iter().copied().zip(heads[a..b].iter().copied()));
+            buf.sort_unstable_by(by_weight);
+            for (k, &(w, h)) in buf.iter().enumerate() {
+                weights[a + k] = w;
+                heads[a + k] = h;
+            }
+        }
+        Csr { lo, hi, offsets, heads, weights }
     }
 
-    fn build(lo: u32, hi: u32, arcs: &[Arc], parallel: bool) -> Csr {
+    fn build(lo: u32, hi: u32, arcs: &[Arc]) -> Csr {
         let n = (hi - lo) as usize;
         let mut offsets = vec![0u64; n + 1];
         for a in arcs {
@@ -106,14 +147,9 @@ impl Csr {
             chunks.push(c);
             rest = r;
         }
-        let by_weight = |c: &mut [(f32, u32)]| c.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        let (weights, heads) = if parallel {
-            chunks.into_par_iter().for_each(by_weight);
-            (pairs.par_iter().map(|p| p.0).collect(), pairs.par_iter().map(|p| p.1).collect())
-        } else {
-            chunks.into_iter().for_each(by_weight);
-            (pairs.iter().map(|p| p.0).collect(), pairs.iter().map(|p| p.1).collect())
-        };
+        chunks.into_par_iter().for_each(|c| c.sort_unstable_by(by_weight));
+        let weights = pairs.par_iter().map(|p| p.0).collect();
+        let heads = pairs.par_iter().map(|p| p.1).collect();
         Csr { lo, hi, offsets, heads, weights }
     }
 
@@ -159,6 +195,15 @@ mod tests {
         assert_eq!(g.adjacency(2), (&[0, 1, 2, 2][..], &[0.125, 0.25, 0.75, 0.75][..]));
         assert_eq!(g.arcs(), 8);
         assert_eq!(g.light(2, 0.5), 2);
+        let whole = Csr::from_arc_batches(
+            0,
+            3,
+            edges
+                .iter()
+                .map(|e| vec![Arc { from: e.u, to: e.v, w: e.w }, Arc { from: e.v, to: e.u, w: e.w }])
+                .collect(),
+        );
+        assert_eq!(whole, g);
         let part = Csr::from_edges(1, 2, &edges);
         assert_eq!(part.offsets, vec![0, 2]);
         assert_eq!(part.adjacency(1), (&[2, 0][..], &[0.25, 0.5][..]));
