@@ -7,6 +7,7 @@
 //! * [`part`]: the property (sequential code, run on its trustee);
 //! * [`peers`]: every thread's handles on the parts, and the outbox of
 //!   batched asynchronous delegation;
+//! * [`packed`]: batches between processes as packed records;
 //! * [`build`]: parallel generation and construction;
 //! * [`search`]: delta-stepping rounds with termination by
 //!   acknowledgement;
@@ -30,6 +31,7 @@
 pub mod build;
 pub mod check;
 pub mod layout;
+pub mod packed;
 pub mod part;
 pub mod peers;
 pub mod search;

@@ -159,8 +159,14 @@ impl Part {
     }
 
     /// Takes arcs whose tails are ours (construction).
+    ///
+    /// # Panics
+    /// If an arc is not ours or names no vertex.
     pub fn receive(&mut self, arcs: Vec<Arc>) {
-        debug_assert!(arcs.iter().all(|a| self.range().contains(&a.from)));
+        let (r, n) = (self.range(), self.layout.vertices);
+        if let Some(a) = arcs.iter().find(|a| !r.contains(&a.from) || u64::from(a.to) >= n) {
+            panic!("gossamer-sssp: part {} ({r:?}) was sent the arc {a:?}", self.index);
+        }
         self.incoming.push(arcs);
     }
 
@@ -245,7 +251,14 @@ impl Part {
     }
 
     /// Applies relaxations of our vertices.
+    ///
+    /// # Panics
+    /// If a relaxation is not for one of our vertices.
     pub fn relax_all(&mut self, batch: &[Relax]) {
+        let range = self.csr.range();
+        if let Some(r) = batch.iter().find(|r| !range.contains(&r.v)) {
+            panic!("gossamer-sssp: part {} ({range:?}) was sent the relaxation {r:?}", self.index);
+        }
         for r in batch {
             let i = (r.v - self.csr.lo) as usize;
             self.relax_local(i, r.d, r.p);

@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 use gossamer::{Transferable, Trust};
 
+use super::packed::{Packed, Record};
 use super::part::{Part, Relax};
 use crate::graph::Arc;
 
@@ -36,9 +37,21 @@ pub fn get() -> Rc<Vec<Trust<Part>>> {
 }
 
 /// What a batch does when it reaches its part.
-pub trait Deliver: Transferable + Sized {
+pub trait Deliver: Transferable + Record {
     /// Applies `batch` to the part.
     fn deliver(part: &mut Part, batch: Vec<Self>);
+
+    /// Applies a batch packed by another process.
+    ///
+    /// # Panics
+    /// If the bytes are not whole records (the panic is reported to the
+    /// sender's thread as a failed delegation).
+    fn deliver_packed(part: &mut Part, batch: Packed) {
+        match batch.unpack::<Self>() {
+            Ok(b) => Self::deliver(part, b),
+            Err(e) => panic!("gossamer-sssp: {e}"),
+        }
+    }
 }
 
 impl Deliver for Arc {
@@ -62,6 +75,8 @@ const IN_FLIGHT: usize = 64;
 /// quiescence point.
 pub struct Outbox<M: Deliver> {
     peers: Rc<Vec<Trust<Part>>>,
+    /// Parts in other processes (their batches travel packed).
+    far: Vec<bool>,
     pending: Rc<Cell<usize>>,
     buffers: Vec<Vec<M>>,
     batch: usize,
@@ -76,7 +91,9 @@ impl<M: Deliver> Outbox<M> {
     pub fn new(batch: usize) -> Self {
         let peers = get();
         let buffers = (0..peers.len()).map(|_| Vec::new()).collect();
-        Outbox { peers, pending: Rc::new(Cell::new(0)), buffers, batch, batches: 0, items: 0 }
+        let topo = gossamer::topology();
+        let far = (0..peers.len()).map(|t| topo.rank_of(t) != topo.rank).collect();
+        Outbox { peers, far, pending: Rc::new(Cell::new(0)), buffers, batch, batches: 0, items: 0 }
     }
 
     /// Queues `m` for part `t`; sends the buffer when it is full.
@@ -102,7 +119,12 @@ impl<M: Deliver> Outbox<M> {
         self.items += batch.len() as u64;
         self.pending.set(self.pending.get() + 1);
         let pending = self.pending.clone();
-        self.peers[t].apply_with_then(|p, b: Vec<M>| M::deliver(p, b), batch, move |()| pending.set(pending.get() - 1));
+        let done = move |()| pending.set(pending.get() - 1);
+        if self.far[t] {
+            self.peers[t].apply_with_then(|p, b: Packed| M::deliver_packed(p, b), Packed::pack(&batch), done);
+        } else {
+            self.peers[t].apply_with_then(|p, b: Vec<M>| M::deliver(p, b), batch, done);
+        }
     }
 
     /// Sends every partial buffer and waits until all batches are applied.
