@@ -76,7 +76,7 @@ impl Packed {
 
     /// Unpacks the records.
     pub fn unpack<M: Record>(&self) -> Result<Vec<M>, Torn> {
-        if self.0.len() % M::SIZE != 0 {
+        if !self.0.len().is_multiple_of(M::SIZE) {
             return Err(Torn { len: self.0.len(), size: M::SIZE });
         }
         Ok(self.0.chunks_exact(M::SIZE).map(M::get).collect())
