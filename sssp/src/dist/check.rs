@@ -48,21 +48,40 @@ pub fn check_step(root: u32) -> PartResult {
     let parts = peers::get();
     let t = gossamer::current_thread().expect("a step runs on a worker");
     let needs = parts[t].apply(|p| p.remote_needs());
-    let mut remote = Fetched::default();
+    let layout = parts[t].apply(|p| p.layout());
+    let mut remote = Remote { dense: vec![None; parts.len()], sparse: Fetched::default() };
     for (owner, ids) in needs.into_iter().enumerate() {
+        let range = layout.range(owner);
+        if ids.len() * DENSE >= range.len() && !ids.is_empty() {
+            // Most of that part: take all of it, and index it directly.
+            let tree = parts[owner].apply(|p| p.tree().clone());
+            remote.dense[owner] = Some((range.start, tree));
+            continue;
+        }
         for chunk in ids.chunks(ASK) {
             let got = parts[owner].apply_with(|p, ids: Vec<u32>| p.lookup(&ids), chunk.to_vec());
-            remote.extend(chunk.iter().copied().zip(got));
+            remote.sparse.extend(chunk.iter().copied().zip(got));
         }
     }
-    parts[t].apply_with(move |p, remote: Fetched| p.check(root, remote), remote)
+    parts[t].apply_with(move |p, remote: Remote| p.check(root, remote), remote)
+}
+
+/// Another part is fetched whole when we need at least 1/DENSE of it.
+const DENSE: usize = 4;
+
+/// What a part fetched of the others: whole parts (first vertex, their
+/// trees), and single vertices.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct Remote {
+    dense: Vec<Option<(u32, Tree)>>,
+    sparse: Fetched,
 }
 
 impl Part {
     /// Checks our vertices and arcs, with `remote` holding every other
     /// vertex we refer to.
-    pub fn check(&self, root: u32, remote: Fetched) -> PartResult {
-        let all = PartLookup { part: self, remote };
+    pub fn check(&self, root: u32, remote: Remote) -> PartResult {
+        let all = PartLookup { part: self, layout: self.layout(), remote };
         validate::validate_part(self.csr(), self.tree(), root, self.vertices(), &all)
             .map(|c| (c.edges_in_component, c.equal_distance))
             .map_err(|e| e.to_string())
@@ -71,20 +90,27 @@ impl Part {
 
 struct PartLookup<'a> {
     part: &'a Part,
-    remote: Fetched,
+    layout: super::Layout,
+    remote: Remote,
 }
 
 impl Lookup for PartLookup<'_> {
     fn get(&self, v: u32) -> (f64, u64) {
-        if self.part.range().contains(&v) {
-            let i = (v - self.part.range().start) as usize;
+        let own = self.part.range();
+        if own.contains(&v) {
+            let i = (v - own.start) as usize;
             let t = self.part.tree();
-            (t.dist[i], t.parent[i])
-        } else {
-            // Everything the part refers to was fetched; anything else is
-            // answered as unreached, which the rules then report.
-            self.remote.get(&v).copied().unwrap_or((f64::INFINITY, NO_PARENT))
+            return (t.dist[i], t.parent[i]);
         }
+        if u64::from(v) < self.layout.vertices {
+            if let Some((lo, t)) = &self.remote.dense[self.layout.owner(v)] {
+                let i = (v - lo) as usize;
+                return (t.dist[i], t.parent[i]);
+            }
+        }
+        // Everything the part refers to was fetched; anything else is
+        // answered as unreached, which the rules then report.
+        self.remote.sparse.get(&v).copied().unwrap_or((f64::INFINITY, NO_PARENT))
     }
 }
 

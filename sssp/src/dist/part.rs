@@ -389,28 +389,50 @@ impl Part {
     }
 
     /// Vertices of other parts that validating our result needs (heads of
-    /// our arcs and our vertices' parents), deduplicated, by owner.
+    /// our arcs and our vertices' parents), deduplicated and in order, by
+    /// owner: marked in a bitmap over the graph, then read out part by
+    /// part (no sort of the arcs' heads).
     pub fn remote_needs(&self) -> Vec<Vec<u32>> {
-        let mut need = vec![Vec::new(); self.layout.parts];
+        let n = self.layout.vertices;
         let r = self.range();
+        let mut marks = vec![0u64; n.div_ceil(64) as usize];
+        let mut mark = |v: u32| marks[(v / 64) as usize] |= 1 << (v % 64);
         for &h in &self.csr.heads {
             if !r.contains(&h) {
-                need[self.layout.owner(h)].push(h);
+                mark(h);
             }
         }
         for &p in &self.search.tree.parent {
-            if p != NO_PARENT && p < u64::from(u32::MAX) && !r.contains(&(p as u32)) {
-                let p = p as u32;
-                if (p as u64) < self.layout.vertices {
-                    need[self.layout.owner(p)].push(p);
-                }
+            if p < n && !r.contains(&(p as u32)) {
+                mark(p as u32);
             }
         }
-        for n in &mut need {
-            n.sort_unstable();
-            n.dedup();
-        }
-        need
+        (0..self.layout.parts)
+            .map(|o| {
+                let range = self.layout.range(o);
+                let mut ids = Vec::new();
+                if o == self.index || range.is_empty() {
+                    return ids;
+                }
+                let (first, last) = (range.start / 64, (range.end - 1) / 64);
+                for w in first..=last {
+                    let mut bits = marks[w as usize];
+                    while bits != 0 {
+                        let v = w * 64 + bits.trailing_zeros();
+                        bits &= bits - 1;
+                        if range.contains(&v) {
+                            ids.push(v);
+                        }
+                    }
+                }
+                ids
+            })
+            .collect()
+    }
+
+    /// The layout of the parts.
+    pub fn layout(&self) -> Layout {
+        self.layout
     }
 }
 
