@@ -141,6 +141,11 @@ fn register_font() {
     });
 }
 
+/// 1, 2, 4, … up to `max`: the thread counts worth a label.
+fn powers_of_two(max: f64) -> Vec<f64> {
+    std::iter::successors(Some(1.0), |x| Some(x * 2.0)).take_while(|x| *x <= max * 1.01).collect()
+}
+
 /// Plots median time per root against threads, one line per
 /// implementation and process count, into a PNG at `path`.
 pub fn plot_time_vs_threads(path: &Path, title: &str, summaries: &[Summary]) -> Result<(), String> {
@@ -174,14 +179,16 @@ pub fn plot_time_vs_threads(path: &Path, title: &str, summaries: &[Summary]) -> 
         .margin(16)
         .x_label_area_size(44)
         .y_label_area_size(70)
-        .build_cartesian_2d((x0 * 0.9..x1 * 1.1).log_scale(), (y0 / 1.5..y1 * 1.5).log_scale())
+        .build_cartesian_2d(
+            (x0 * 0.9..x1 * 1.1).log_scale().with_key_points(powers_of_two(x1)),
+            (y0 / 1.5..y1 * 1.5).log_scale(),
+        )
         .map_err(|x| e(&x))?;
     chart
         .configure_mesh()
         .x_desc("threads")
         .y_desc("median seconds per root")
         .label_style(("sans-serif", 14))
-        .x_labels(12)
         .y_labels(12)
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| format!("{y:.3}"))
