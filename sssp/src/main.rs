@@ -154,7 +154,10 @@ fn source(g: &GraphArgs) -> Source {
 fn generate(args: GenerateArgs) -> ExitCode {
     let spec = Spec::new(args.graph.scale, args.graph.edgefactor, args.graph.seed);
     let t = Instant::now();
-    match edgelist::write_spec(&args.out, &spec) {
+    let pb = bar(false, spec.edges(), "edges");
+    let written = edgelist::write_spec_with(&args.out, &spec, |done| pb.set_position(done));
+    pb.finish_and_clear();
+    match written {
         Ok(h) => {
             println!(
                 "wrote {} vertices, {} edges to {} in {:.2} s",

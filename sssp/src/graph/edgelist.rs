@@ -311,6 +311,12 @@ pub fn write(path: &Path, header: Header, edges: impl IntoIterator<Item = Edge>)
 /// # Errors
 /// [`EdgeListError::Io`]; on error the file is removed.
 pub fn write_spec(path: &Path, spec: &Spec) -> Result<Header, EdgeListError> {
+    write_spec_with(path, spec, |_| {})
+}
+
+/// As [`write_spec`], calling `progress` with the number of edges written
+/// so far after each chunk (for a progress bar).
+pub fn write_spec_with(path: &Path, spec: &Spec, progress: impl Fn(u64)) -> Result<Header, EdgeListError> {
     let header = Header::of(spec);
     header.check()?;
     let encode = |range: Range<u64>| -> Vec<u8> {
@@ -330,6 +336,7 @@ pub fn write_spec(path: &Path, spec: &Spec) -> Result<Header, EdgeListError> {
             let (written, next) =
                 rayon::join(|| out.write_all(&current), || if k < chunks { encode(chunk(k)) } else { Vec::new() });
             written.map_err(io(path))?;
+            progress(chunk(k - 1).end);
             current = next;
         }
         Ok(())
