@@ -9,12 +9,13 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::rc::Rc;
+use std::sync::Arc;
 
 use mio::net::TcpStream;
 
 use super::dispatch::{self, Env, Flow};
 use super::local::ConnShared;
-use super::shared::{bump, WorkerCounters};
+use super::shared::{bump, ConnInfo, Resting, WorkerCounters};
 use crate::protocol::{binary, text, Protocol};
 
 /// Initial read buffer (memcached's is 16 KiB too).
@@ -61,11 +62,13 @@ pub struct Conn {
     pub blocked: bool,
     /// Already on the worker's list for another turn.
     pub in_backlog: bool,
+    /// What `stats conns` shows of it.
+    pub info: Arc<ConnInfo>,
 }
 
 impl Conn {
     /// A connection on `stream`.
-    pub fn new(stream: TcpStream, shared: Rc<ConnShared>) -> Conn {
+    pub fn new(stream: TcpStream, shared: Rc<ConnShared>, info: Arc<ConnInfo>) -> Conn {
         Conn {
             stream,
             shared,
@@ -80,7 +83,23 @@ impl Conn {
             broken: false,
             blocked: false,
             in_backlog: false,
+            info,
         }
+    }
+
+    /// Tells `stats conns` what the connection is doing between turns.
+    pub fn publish(&self) {
+        let out = self.shared.out.borrow();
+        let state = Resting {
+            started: self.proto.is_some(),
+            unparsed: &self.rbuf[self.head..self.tail],
+            binary: self.proto == Some(Protocol::Binary),
+            swallow: self.swallow > 0,
+            yielded: self.in_backlog,
+            waiting: out.waiting(),
+            unwritten: out.unwritten(),
+        };
+        self.info.publish(state.state(), self.rbuf.len());
     }
 
     /// Whether enough replies wait that no more commands should be taken.
@@ -180,11 +199,17 @@ impl Conn {
             let (consumed, swallow, flow) = match proto {
                 Protocol::Text => match text::parse(input, &env.limits) {
                     None => return true,
-                    Some(p) => (p.consumed, p.swallow, dispatch::text(env, &self.shared, p.command)),
+                    Some(p) => {
+                        self.info.command();
+                        (p.consumed, p.swallow, dispatch::text(env, &self.shared, p.command))
+                    }
                 },
                 Protocol::Binary => match binary::parse(input, env.limits.item_size_max) {
                     None => return true,
-                    Some(p) => (p.consumed, p.swallow, dispatch::binary(env, &self.shared, p.frame)),
+                    Some(p) => {
+                        self.info.command();
+                        (p.consumed, p.swallow, dispatch::binary(env, &self.shared, p.frame))
+                    }
                 },
             };
             self.head += consumed;
@@ -195,11 +220,16 @@ impl Conn {
         }
     }
 
-    /// Writes rendered replies until done or `WouldBlock`.
+    /// Writes the replies of finished batches (see [`super::outq`]) until
+    /// done or `WouldBlock`: one `write` when the socket takes it all.
     pub fn flush(&mut self, counters: &WorkerCounters) {
         let mut out = self.shared.out.borrow_mut();
-        while out.unwritten() > 0 {
-            match self.stream.write(&out.buf[out.written..]) {
+        loop {
+            let bytes = out.writable();
+            if bytes.is_empty() {
+                break;
+            }
+            match self.stream.write(bytes) {
                 Ok(0) => {
                     self.broken = true;
                     return;
@@ -217,9 +247,7 @@ impl Conn {
                 }
             }
         }
-        if out.buf.capacity() > MAX_UNWRITTEN {
-            out.buf = Vec::new();
-        }
+        out.trim(MAX_UNWRITTEN);
     }
 
     /// Whether the connection should be closed now.

@@ -13,6 +13,7 @@ mod shared;
 mod wake;
 
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -91,7 +92,8 @@ impl Server {
         let peers: Vec<Peer> =
             polls.iter().map(|p| Waker::new(p.registry(), reactor::WAKER).map(Peer::new)).collect::<Result<_, _>>()?;
         let threads = config.threads;
-        let shared = Arc::new(Shared::new(config, addrs, peers));
+        let listen_fds = listeners.iter().map(AsRawFd::as_raw_fd).collect();
+        let shared = Arc::new(Shared::new(config, addrs, listen_fds, peers));
 
         let mut listeners: Vec<_> = listeners.into_iter().map(mio::net::TcpListener::from_std).collect();
         let mut workers = Vec::with_capacity(conn_workers);

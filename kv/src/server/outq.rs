@@ -5,6 +5,16 @@
 //! the order it sent the requests. Each request takes a numbered slot; a
 //! completed slot is rendered into the output buffer once every earlier
 //! slot has been.
+//!
+//! Replies are written a batch at a time: a batch is everything one turn
+//! of the connection parsed (all the requests of one read, and all the
+//! answers of a multi-key get up to its `END`). The bytes of a batch become
+//! writable only once its last slot is rendered, so that the batch leaves
+//! with one `write`, as memcached writes a reply, instead of one segment
+//! per shard that answered. A batch whose replies are all ready when the
+//! turn ends is writable at once: nothing waits for a timer. Only when the
+//! rendered bytes pass [`HIGH_WATER`] is an unfinished batch written, so
+//! that a huge reply does not pile up in memory.
 
 use std::collections::VecDeque;
 
@@ -13,6 +23,9 @@ use crate::protocol::binary::BinCtx;
 use crate::protocol::text::reply as text_reply;
 use crate::protocol::text::TextKind;
 use crate::store::Outcome;
+
+/// Rendered bytes past which an unfinished batch is written anyway.
+pub const HIGH_WATER: usize = 256 * 1024;
 
 /// How to answer a shard outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,10 +58,15 @@ pub enum Reply {
 pub struct OutQueue {
     base: u64,
     slots: VecDeque<Option<Reply>>,
+    /// Where the batches with unrendered slots end (the slot number after
+    /// their last), oldest first.
+    batches: VecDeque<u64>,
     /// Rendered bytes not yet written.
-    pub buf: Vec<u8>,
+    buf: Vec<u8>,
     /// How much of `buf` has been written.
-    pub written: usize,
+    written: usize,
+    /// How much of `buf` holds finished batches (or has been written).
+    finished: usize,
     /// A `Close` reply has been reached.
     pub close: bool,
 }
@@ -82,8 +100,37 @@ impl OutQueue {
             self.base += 1;
             self.render(r);
             rendered = true;
+            while self.batches.front().is_some_and(|&end| end <= self.base) {
+                self.batches.pop_front();
+                self.finished = self.buf.len();
+            }
         }
         rendered
+    }
+
+    /// Ends the current batch: everything pushed or reserved so far. Its
+    /// bytes become writable once all its slots are rendered (at once if
+    /// they already are).
+    pub fn end_batch(&mut self) {
+        if self.slots.is_empty() {
+            self.batches.clear();
+            self.finished = self.buf.len();
+        } else {
+            let end = self.base + self.slots.len() as u64;
+            if self.batches.back() != Some(&end) {
+                self.batches.push_back(end);
+            }
+        }
+    }
+
+    /// The bytes to write now: those of finished batches, or everything
+    /// rendered once that passes [`HIGH_WATER`].
+    pub fn writable(&self) -> &[u8] {
+        if self.unwritten() >= HIGH_WATER {
+            &self.buf[self.written..]
+        } else {
+            &self.buf[self.written..self.finished]
+        }
     }
 
     /// Slots not yet rendered.
@@ -104,9 +151,20 @@ impl OutQueue {
     /// Marks `n` more bytes written.
     pub fn consume(&mut self, n: usize) {
         self.written += n;
+        debug_assert!(self.written <= self.buf.len());
+        self.finished = self.finished.max(self.written);
         if self.written == self.buf.len() {
             self.buf.clear();
             self.written = 0;
+            self.finished = 0;
+        }
+    }
+
+    /// Frees the output buffer if it is empty and has grown past `max`
+    /// bytes.
+    pub fn trim(&mut self, max: usize) {
+        if self.unwritten() == 0 && self.buf.capacity() > max {
+            self.buf = Vec::new();
         }
     }
 
@@ -155,5 +213,95 @@ mod tests {
         q.push(Reply::Static(b"y"));
         assert!(q.close);
         assert_eq!(q.buf, b"x");
+    }
+
+    #[test]
+    fn a_batch_is_writable_once_whole() {
+        let mut q = OutQueue::default();
+        // get a b c: `a` answered at once, `b` and `c` later.
+        let a = q.reserve();
+        q.complete(a, Reply::Static(b"A "));
+        let b = q.reserve();
+        let c = q.reserve();
+        q.push(Reply::Static(b"END "));
+        assert_eq!(q.writable(), b"", "the batch is still being parsed");
+        q.end_batch();
+        assert_eq!(q.writable(), b"");
+        q.complete(c, Reply::Static(b"C "));
+        assert_eq!(q.writable(), b"");
+        q.complete(b, Reply::Static(b"B "));
+        assert_eq!(q.writable(), b"A B C END ");
+        q.consume(4);
+        assert_eq!(q.writable(), b"C END ");
+        q.consume(6);
+        assert!(q.is_idle());
+        assert_eq!(q.writable(), b"");
+    }
+
+    #[test]
+    fn a_ready_batch_is_writable_at_once() {
+        let mut q = OutQueue::default();
+        let s = q.reserve();
+        q.complete(s, Reply::Static(b"x"));
+        q.push(Reply::Static(b"END"));
+        q.end_batch();
+        assert_eq!(q.writable(), b"xEND");
+    }
+
+    #[test]
+    fn an_unfinished_batch_does_not_hold_back_an_earlier_one() {
+        let mut q = OutQueue::default();
+        let s1 = q.reserve();
+        q.push(Reply::Static(b"1"));
+        q.end_batch();
+        let s2 = q.reserve();
+        q.push(Reply::Static(b"2"));
+        q.end_batch();
+        let s3 = q.reserve();
+        q.end_batch();
+        q.complete(s1, Reply::Static(b"a"));
+        assert_eq!(q.writable(), b"a1");
+        q.consume(1);
+        q.complete(s3, Reply::Static(b"c"));
+        assert_eq!(q.writable(), b"1");
+        q.complete(s2, Reply::Static(b"b"));
+        assert_eq!(q.writable(), b"1b2c");
+        // A new batch after a written-out one.
+        q.consume(4);
+        let s4 = q.reserve();
+        q.push(Reply::Static(b"3"));
+        q.end_batch();
+        assert_eq!(q.writable(), b"");
+        q.complete(s4, Reply::Static(b"d"));
+        assert_eq!(q.writable(), b"d3");
+    }
+
+    #[test]
+    fn past_the_high_water_mark_an_unfinished_batch_is_written() {
+        let mut q = OutQueue::default();
+        let big = vec![b'v'; HIGH_WATER];
+        q.push(Reply::Bytes(big.clone()));
+        let s = q.reserve();
+        q.push(Reply::Static(b"END"));
+        q.end_batch();
+        assert_eq!(q.writable(), &big[..]);
+        q.consume(HIGH_WATER - 10);
+        assert_eq!(q.writable(), b"", "below the mark again: wait for the batch");
+        q.complete(s, Reply::Static(b"x"));
+        assert_eq!(q.writable(), [&big[HIGH_WATER - 10..], &b"xEND"[..]].concat());
+        q.consume(14);
+        assert!(q.is_idle());
+    }
+
+    #[test]
+    fn close_waits_for_its_batch() {
+        let mut q = OutQueue::default();
+        let s = q.reserve();
+        q.push(Reply::Close);
+        q.end_batch();
+        assert!(!q.close);
+        q.complete(s, Reply::Static(b"x"));
+        assert!(q.close);
+        assert_eq!(q.writable(), b"x");
     }
 }

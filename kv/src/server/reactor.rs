@@ -6,7 +6,9 @@
 //! worker thread then flushes the requests to their trustees, serves the
 //! requests other workers sent to its own shard, and runs the
 //! then-callbacks of answered requests, which put the replies in order.
-//! Back in the fiber, it writes the replies out.
+//! Back in the fiber, it writes out the replies of every batch (what one
+//! connection's turn parsed) whose replies are all rendered, each batch
+//! with one write.
 //!
 //! A fiber must never block its thread while the thread has work, since
 //! the thread is also a trustee. So a worker blocks in its poller only when
@@ -33,7 +35,7 @@ use super::conn::{Conn, Turn};
 use super::dispatch::Env;
 use super::local::{ConnShared, Local};
 use super::shards::Shards;
-use super::shared::Shared;
+use super::shared::{ConnState, Shared};
 use super::wake;
 use crate::clock;
 use crate::protocol::text::Limits;
@@ -247,10 +249,16 @@ impl Reactor {
             limits: self.limits,
         };
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
-        if conn.service(&env) == Turn::Again && !conn.in_backlog {
+        conn.info.set_state(ConnState::ParseCmd);
+        let turn = conn.service(&env);
+        // What this turn parsed is one batch: its replies leave together,
+        // once the last of them is rendered.
+        conn.shared.out.borrow_mut().end_batch();
+        if turn == Turn::Again && !conn.in_backlog {
             conn.in_backlog = true;
             self.backlog.push(slot);
         }
+        conn.publish();
         conn.shared.mark_ready();
     }
 
@@ -265,6 +273,7 @@ impl Reactor {
             let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { continue };
             conn.shared.unqueue();
             conn.flush(counters);
+            conn.publish();
             if conn.blocked && !conn.backpressured() {
                 conn.blocked = false;
                 self.service(slot);
@@ -342,12 +351,14 @@ impl Reactor {
             return;
         }
         let shared = Rc::new(ConnShared::new(slot, self.local.clone()));
-        self.conns[slot] = Some(Conn::new(stream, shared));
+        let info = self.shared.register_conn(self.index, slot, &stream);
+        self.conns[slot] = Some(Conn::new(stream, shared, info));
         self.service(slot);
     }
 
     fn close(&mut self, slot: usize) {
         let Some(mut conn) = self.conns[slot].take() else { return };
+        self.shared.unregister_conn(self.index, slot);
         conn.shared.kill();
         let _ = self.poll.registry().deregister(&mut conn.stream);
         drop(conn);

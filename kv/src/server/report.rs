@@ -1,14 +1,15 @@
 //! The `stats` reports, written as text lines or binary packets.
 //!
-//! Names follow memcached 1.6. Where memcached reports on its slab
-//! allocator, which this server does not have, `stats items` and
-//! `stats slabs` describe all items as one class.
+//! Names and order follow memcached 1.6.18. Where memcached reports on its
+//! slab allocator, which this server does not have, `stats items` and
+//! `stats slabs` describe all items as one class; keys of machinery this
+//! server lacks have fixed values (see the README's "Statistics").
 
 use std::fmt::Display;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use super::shared::Shared;
+use super::shared::{ConnInfo, ConnState, ListenInfo, Shared};
 use crate::clock;
 use crate::protocol::binary::reply as bin_reply;
 use crate::protocol::binary::BinCtx;
@@ -105,26 +106,56 @@ pub fn write<S: Sink>(mut sink: S, kind: StatsKind, shared: &Shared, items: &Sha
         StatsKind::Slabs => slabs(&mut sink, items),
         StatsKind::Sizes => sink.stat("sizes_status", &"disabled"),
         StatsKind::Reset => {}
+        StatsKind::Conns => return conns(sink, shared),
     }
     sink.finish()
 }
 
+/// What `stats` reports for memcached's libevent version: the event library
+/// here is mio.
+const EVENT_LIBRARY: &str = "mio";
+
+/// memcached's `hash_power_level` and `hash_bytes` at start-up (fixed: the
+/// shards' hash maps grow by themselves and report no power).
+const HASH_POWER_LEVEL: u32 = 16;
+
+/// The backlog `std::net::TcpListener::bind` passes to `listen(2)`.
+const TCP_BACKLOG: u32 = 128;
+
+/// Writes `0` for each of `names`: counters of memcached machinery that
+/// this server does not have.
+fn zeros<S: Sink>(s: &mut S, names: &[&str]) {
+    for name in names {
+        s.stat(name, &0);
+    }
+}
+
+/// `stats`: memcached 1.6.18's keys in its order (with its default
+/// settings), then this server's own. Which values are fixed, and why, is
+/// listed in the README.
 fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
     let c = shared.counters();
     let ru = rusage();
     let cfg = &shared.config;
+    let conns = shared.connections();
+    let curr_connections = shared.curr_connections.load(Ordering::Relaxed);
     s.stat("pid", &std::process::id());
     s.stat("uptime", &clock::uptime());
     s.stat("time", &clock::unix_now());
     s.stat("version", &VERSION);
+    s.stat("libevent", &EVENT_LIBRARY);
     s.stat("pointer_size", &(usize::BITS));
     s.stat("rusage_user", &ru.user);
     s.stat("rusage_system", &ru.system);
     s.stat("max_connections", &cfg.max_connections);
-    s.stat("curr_connections", &shared.curr_connections.load(Ordering::Relaxed));
+    s.stat("curr_connections", &curr_connections);
     s.stat("total_connections", &shared.total_connections.load(Ordering::Relaxed));
     s.stat("rejected_connections", &shared.rejected_connections.load(Ordering::Relaxed));
-    s.stat("connection_structures", &shared.curr_connections.load(Ordering::Relaxed));
+    s.stat("connection_structures", &curr_connections);
+    zeros(s, &["response_obj_oom", "response_obj_count", "response_obj_bytes"]);
+    s.stat("read_buf_count", &conns.len());
+    s.stat("read_buf_bytes", &conns.iter().map(|c| c.read_buf()).sum::<usize>());
+    zeros(s, &["read_buf_bytes_free", "read_buf_oom", "reserved_fds"]);
     s.stat("cmd_get", &st.cmd_get);
     s.stat("cmd_set", &st.cmd_set);
     s.stat("cmd_flush", &c.cmd_flush);
@@ -153,18 +184,67 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
     s.stat("bytes_written", &c.bytes_written);
     s.stat("limit_maxbytes", &cfg.memory_bytes());
     s.stat("accepting_conns", &1);
+    s.stat("listen_disabled_num", &0);
+    s.stat("time_in_listen_disabled_us", &0);
     s.stat("threads", &cfg.threads);
     s.stat("conn_yields", &c.conn_yields);
+    s.stat("hash_power_level", &HASH_POWER_LEVEL);
+    s.stat("hash_bytes", &((1u64 << HASH_POWER_LEVEL) * 8));
+    s.stat("hash_is_expanding", &0);
+    zeros(
+        s,
+        &[
+            "slab_reassign_rescues",
+            "slab_reassign_chunk_rescues",
+            "slab_reassign_evictions_nomem",
+            "slab_reassign_inline_reclaim",
+            "slab_reassign_busy_items",
+            "slab_reassign_busy_deletes",
+            "slab_reassign_running",
+            "slabs_moved",
+            "lru_crawler_running",
+            "lru_crawler_starts",
+            "lru_maintainer_juggles",
+            "malloc_fails",
+            "log_worker_dropped",
+            "log_worker_written",
+            "log_watcher_skipped",
+            "log_watcher_sent",
+            "log_watchers",
+            "unexpected_napi_ids",
+            "round_robin_fallback",
+        ],
+    );
     s.stat("bytes", &st.bytes);
     s.stat("curr_items", &st.curr_items);
     s.stat("total_items", &st.total_items);
+    s.stat("slab_global_page_pool", &0);
     s.stat("expired_unfetched", &st.expired_unfetched);
     s.stat("evicted_unfetched", &st.evicted_unfetched);
+    s.stat("evicted_active", &0);
     s.stat("evictions", &st.evictions);
     s.stat("reclaimed", &st.reclaimed);
+    zeros(
+        s,
+        &[
+            "crawler_reclaimed",
+            "crawler_items_checked",
+            "lrutail_reflocked",
+            "moves_to_cold",
+            "moves_to_warm",
+            "moves_within_lru",
+        ],
+    );
+    s.stat("direct_reclaims", &st.direct_reclaims);
+    s.stat("lru_bumps_dropped", &0);
+    // This server's own.
     s.stat("shards", &cfg.shard_count());
 }
 
+/// `stats settings`: memcached 1.6.18's keys in its order (as the Debian
+/// build, with extstore and TLS, prints them), then this server's own.
+/// Settings of machinery this server does not have show memcached's
+/// defaults (listed in the README).
 fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     let cfg = &shared.config;
     s.stat("maxbytes", &cfg.memory_bytes());
@@ -173,16 +253,113 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("udpport", &cfg.udp_port);
     s.stat("inter", &cfg.listen);
     s.stat("verbosity", &shared.verbosity.load(Ordering::Relaxed));
+    s.stat("oldest", &shared.oldest_live.load(Ordering::Relaxed));
     s.stat("evictions", &"on");
+    s.stat("domain_socket", &"NULL");
+    s.stat("umask", &"700");
+    s.stat("shutdown_command", &"no");
+    s.stat("growth_factor", &"1.25");
+    s.stat("chunk_size", &48);
     s.stat("num_threads", &cfg.threads);
+    s.stat("num_threads_per_udp", &cfg.threads);
+    s.stat("stat_key_prefix", &":");
+    s.stat("detail_enabled", &"no");
+    s.stat("reqs_per_event", &20);
     s.stat("cas_enabled", &"yes");
+    s.stat("tcp_backlog", &TCP_BACKLOG);
     s.stat("binding_protocol", &"auto-negotiate");
+    s.stat("auth_enabled_sasl", &"no");
+    s.stat("auth_enabled_ascii", &"no");
     s.stat("item_size_max", &cfg.item_size_max);
     s.stat("maxconns_fast", &"yes");
+    s.stat("hashpower_init", &0);
+    s.stat("slab_reassign", &"yes");
+    s.stat("slab_automove", &1);
+    s.stat("slab_automove_ratio", &"0.80");
+    s.stat("slab_automove_window", &30);
+    s.stat("slab_chunk_max", &524_288);
+    s.stat("lru_crawler", &"yes");
+    s.stat("lru_crawler_sleep", &100);
+    s.stat("lru_crawler_tocrawl", &0);
+    s.stat("tail_repair_time", &0);
     s.stat("flush_enabled", &"yes");
+    s.stat("dump_enabled", &"no");
+    s.stat("hash_algorithm", &"fnv1a");
+    s.stat("lru_maintainer_thread", &"yes");
+    s.stat("lru_segmented", &"yes");
+    s.stat("hot_lru_pct", &20);
+    s.stat("warm_lru_pct", &40);
+    s.stat("hot_max_factor", &"0.20");
+    s.stat("warm_max_factor", &"2.00");
+    s.stat("temp_lru", &"no");
+    s.stat("temporary_ttl", &61);
+    s.stat("idle_timeout", &0);
+    s.stat("watcher_logbuf_size", &262_144);
+    s.stat("worker_logbuf_size", &65_536);
+    s.stat("read_buf_mem_limit", &0);
+    s.stat("track_sizes", &"no");
+    s.stat("inline_ascii_response", &"no");
+    s.stat("ext_item_size", &512);
+    s.stat("ext_item_age", &u32::MAX);
+    s.stat("ext_low_ttl", &0);
+    s.stat("ext_recache_rate", &2000);
+    s.stat("ext_wbuf_size", &4_194_304);
+    s.stat("ext_compact_under", &0);
+    s.stat("ext_drop_under", &0);
+    s.stat("ext_max_sleep", &1_000_000);
+    s.stat("ext_max_frag", &"0.80");
+    s.stat("slab_automove_freeratio", &"0.010");
+    s.stat("ext_drop_unread", &"no");
+    s.stat("ssl_enabled", &"no");
+    s.stat("ssl_chain_cert", &"(null)");
+    s.stat("ssl_key", &"(null)");
+    s.stat("ssl_verify_mode", &0);
+    s.stat("ssl_keyformat", &1);
+    s.stat("ssl_ciphers", &"NULL");
+    s.stat("ssl_ca_cert", &"NULL");
+    s.stat("ssl_wbuf_size", &16_384);
+    s.stat("ssl_session_cache", &"no");
+    s.stat("ssl_kernel_tls", &"no");
+    s.stat("ssl_min_version", &"tlsv1.2");
+    s.stat("num_napi_ids", &"(null)");
+    s.stat("memory_file", &"(null)");
+    // This server's own.
     s.stat("dedicated_trustees", &cfg.dedicated_trustees);
     s.stat("idle_spin_us", &cfg.idle_spin_us);
     s.stat("wait_spin_us", &cfg.wait_spin_us);
+}
+
+/// `stats conns`: each listening socket and client connection by
+/// descriptor, as memcached lists them. The connections come from every
+/// worker's registry (a lock per worker, taken here on the `stats` path
+/// only); a connection opened or closed meanwhile may be missed or listed
+/// in its last state, as in memcached, which reads its table unlocked.
+pub fn conns<S: Sink>(mut sink: S, shared: &Shared) -> Vec<u8> {
+    let now = clock::now();
+    enum Entry {
+        Listen(ListenInfo),
+        Client(std::sync::Arc<ConnInfo>),
+    }
+    let mut all: Vec<(i32, Entry)> = shared.listeners.iter().map(|l| (l.fd, Entry::Listen(l.clone()))).collect();
+    all.extend(shared.connections().into_iter().map(|c| (c.fd, Entry::Client(c))));
+    all.sort_by_key(|(fd, _)| *fd);
+    for (fd, e) in &all {
+        let key = |field: &str| format!("{fd}:{field}");
+        match e {
+            Entry::Listen(l) => {
+                sink.stat(&key("addr"), &l.addr);
+                sink.stat(&key("state"), &ConnState::Listening.name());
+                sink.stat(&key("secs_since_last_cmd"), &now.saturating_sub(shared.started));
+            }
+            Entry::Client(c) => {
+                sink.stat(&key("addr"), &c.addr);
+                sink.stat(&key("listen_addr"), &c.listen_addr);
+                sink.stat(&key("state"), &c.state().name());
+                sink.stat(&key("secs_since_last_cmd"), &c.idle_secs(now));
+            }
+        }
+    }
+    sink.finish()
 }
 
 fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {

@@ -5,6 +5,16 @@
 //! Semantics follow memcached 1.6: lazy expiry and flush on lookup, unique
 //! CAS values, in-place incr/decr that pads with spaces, LRU eviction when
 //! a store needs room.
+//!
+//! `flush_all` only marks items invalid, as memcached does: they stay in
+//! the table (and in `curr_items` and `bytes`) until a request touches
+//! them, a store needs their room, or the shard's crawl reclaims them from
+//! the LRU tail. The crawl stands in for memcached's LRU maintainer thread,
+//! which visits an idle LRU about once a second: from the second after a
+//! flush takes effect, every request first reclaims up to
+//! [`CRAWL_BUDGET`] flushed items from the tail, and a `stats` request
+//! reclaims all of them, so `stats` shows what memcached shows once its
+//! maintainer has been by.
 
 use lru::LruCache;
 
@@ -16,6 +26,9 @@ use crate::numeric;
 
 /// memcached refreshes an item's access time at most this often (seconds).
 const ITEM_UPDATE_INTERVAL: u32 = 60;
+
+/// Flushed items a request reclaims from the LRU tail before it runs.
+pub const CRAWL_BUDGET: usize = 64;
 
 /// How a shard is set up.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +54,12 @@ pub struct Shard {
     /// memcached's `oldest_live`: items accessed at or before this time are
     /// invalid once the time has come (0: no flush pending).
     oldest_live: u32,
+    /// memcached's `oldest_cas`: items with a smaller CAS value were present
+    /// at the last immediate flush, and are invalid (0: none).
+    oldest_cas: u64,
+    /// From this relative time on, requests reclaim flushed items from the
+    /// LRU tail (0: nothing to reclaim).
+    crawl_at: u32,
     stats: ShardStats,
 }
 
@@ -64,6 +83,8 @@ impl Shard {
             last_cas: (cfg.index as u64 + 1).wrapping_sub(count),
             cas_step: count,
             oldest_live: 0,
+            oldest_cas: 0,
+            crawl_at: 0,
             stats: ShardStats { limit_maxbytes: cfg.mem_limit, ..ShardStats::default() },
         }
     }
@@ -75,6 +96,11 @@ impl Shard {
 
     /// Runs one request at relative time `now`.
     pub fn execute(&mut self, op: Op, now: u32, started: i64) -> Outcome {
+        if self.crawl_at != 0 && now >= self.crawl_at {
+            // `stats` reports what memcached's maintainer would have left.
+            let budget = if matches!(op, Op::Stats { .. }) { usize::MAX } else { CRAWL_BUDGET };
+            self.crawl(now, budget);
+        }
         match op {
             Op::Get { key, touch, value } => self.get(key, touch.map(|t| clock::realtime(t, now, started)), value, now),
             Op::Store { mode, key, flags, exptime, cas, data } => {
@@ -113,7 +139,8 @@ impl Shard {
         s
     }
 
-    /// Number of items held (expired ones included until noticed).
+    /// Number of items held (expired and flushed ones included until
+    /// noticed or reclaimed).
     pub fn len(&self) -> usize {
         self.map.len()
     }
@@ -128,8 +155,35 @@ impl Shard {
         self.last_cas
     }
 
+    /// memcached's `item_is_flushed`, except that the CAS test also holds
+    /// while a later delayed flush is pending (memcached skips both tests
+    /// then, so items it has not yet reclaimed from an earlier `flush_all`
+    /// would come back).
     fn is_flushed(&self, it: &Item, now: u32) -> bool {
-        self.oldest_live != 0 && self.oldest_live <= now && it.time <= self.oldest_live
+        it.cas < self.oldest_cas || (self.oldest_live != 0 && self.oldest_live <= now && it.time <= self.oldest_live)
+    }
+
+    /// Reclaims up to `budget` flushed items from the LRU tail, as
+    /// memcached's LRU maintainer does (counted as `reclaimed`). Flushed
+    /// items are always the tail: a flush invalidates everything stored
+    /// before it, and touching a flushed item removes it.
+    fn crawl(&mut self, now: u32, budget: usize) {
+        for _ in 0..budget {
+            match self.map.peek_lru() {
+                Some((_, it)) if self.is_flushed(it, now) => {}
+                _ => {
+                    // Done; a delayed flush still to come gets its own crawl.
+                    self.crawl_at = if self.oldest_live > now { self.oldest_live.saturating_add(1) } else { 0 };
+                    return;
+                }
+            }
+            let Some((k, it)) = self.map.pop_lru() else { break };
+            self.mem_used -= it.size(k.len()) as u64;
+            self.stats.reclaimed += 1;
+            if !it.fetched {
+                self.stats.expired_unfetched += 1;
+            }
+        }
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Item> {
@@ -291,6 +345,7 @@ impl Shard {
         }
         while self.mem_used + size > self.mem_limit {
             let Some((k, old)) = self.map.pop_lru() else { break };
+            self.stats.direct_reclaims += 1;
             self.mem_used -= old.size(k.len()) as u64;
             if old.expired(now) || self.is_flushed(&old, now) {
                 self.stats.reclaimed += 1;
@@ -403,14 +458,19 @@ impl Shard {
         Outcome::Number { value, cas: new_cas }
     }
 
+    /// memcached's flush_all: invalidates (without removing) every item
+    /// stored up to now, or up to the time `delay` names.
     fn flush(&mut self, delay: i64, now: u32, started: i64) {
         if delay > 0 {
             self.oldest_live = clock::realtime(delay, now, started).saturating_sub(1);
         } else {
-            self.map.clear();
-            self.mem_used = 0;
             self.oldest_live = now.saturating_sub(1);
+            // Every item held has a smaller CAS value than the next one.
+            self.oldest_cas = self.last_cas.wrapping_add(self.cas_step);
         }
+        // Reclaim from the second after the flush takes effect.
+        let at = self.oldest_live.max(now).saturating_add(1);
+        self.crawl_at = if self.crawl_at == 0 { at } else { self.crawl_at.min(at) };
     }
 }
 

@@ -65,6 +65,9 @@ pub struct ShardStats {
     pub expired_unfetched: u64,
     /// Age in seconds of the least recently used item.
     pub oldest_age: u64,
+    /// Items a store removed from the LRU tail to make room (memcached's
+    /// `direct_reclaims`).
+    pub direct_reclaims: u64,
 }
 
 impl ShardStats {
@@ -100,6 +103,7 @@ impl ShardStats {
         self.reclaimed += o.reclaimed;
         self.expired_unfetched += o.expired_unfetched;
         self.oldest_age = self.oldest_age.max(o.oldest_age);
+        self.direct_reclaims += o.direct_reclaims;
     }
 
     /// Zeroes the counters that `stats reset` clears (not the gauges).

@@ -17,6 +17,8 @@ pub enum StatsKind {
     Sizes,
     /// `stats reset`
     Reset,
+    /// `stats conns`
+    Conns,
 }
 
 /// One parsed command. Slices borrow from the connection's read buffer.

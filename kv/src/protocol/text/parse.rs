@@ -351,6 +351,7 @@ fn stats<'a>(t: &Tokens<'a>) -> Command<'a> {
         b"items" => Command::Stats(StatsKind::Items),
         b"slabs" => Command::Stats(StatsKind::Slabs),
         b"sizes" => Command::Stats(StatsKind::Sizes),
+        b"conns" => Command::Stats(StatsKind::Conns),
         b"detail" => match c_str(t.get(2)) {
             _ if t.n < 3 => reply(replies::DETAIL_USAGE, false),
             b"on" | b"off" => reply(replies::OK, false),

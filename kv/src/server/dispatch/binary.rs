@@ -102,6 +102,7 @@ fn request(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, extras: &[u8], key:
         opcode::FLUSH => {
             bump(&env.counters.cmd_flush, 1);
             let delay = if extras.len() == 4 { i64::from(be32(extras)) } else { 0 };
+            env.shared.note_flush(delay);
             shards.broadcast(
                 conn,
                 || Op::Flush { delay },

@@ -68,6 +68,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
         Command::FlushAll { delay, noreply } => {
             bump(&env.counters.cmd_flush, 1);
             let delay = i64::from(delay);
+            env.shared.note_flush(delay);
             shards.broadcast(
                 conn,
                 || Op::Flush { delay },
@@ -85,7 +86,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
                 },
             );
         }
-        Command::Stats(kind @ (StatsKind::Settings | StatsKind::Sizes)) => {
+        Command::Stats(kind @ (StatsKind::Settings | StatsKind::Sizes | StatsKind::Conns)) => {
             conn.push(Reply::Bytes(report::write(TextSink::default(), kind, env.shared, &ShardStats::default())));
         }
         Command::Stats(kind) => {

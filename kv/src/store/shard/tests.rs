@@ -193,3 +193,73 @@ fn stats_count() {
     let st = s.stats(10);
     assert_eq!((st.cmd_get, st.curr_items), (0, 1));
 }
+
+fn curr_items(s: &Shard, now: u32) -> u64 {
+    s.stats(now).curr_items
+}
+
+#[test]
+fn flushed_items_count_until_touched_or_crawled() {
+    let mut s = shard(1 << 20);
+    for k in ["a", "b", "c"] {
+        set(&mut s, k, "x", 0, 10);
+    }
+    get(&mut s, "c", 10);
+    s.execute(Op::Flush { delay: 0 }, 10, STARTED);
+    // Marked invalid, not removed: memcached still counts them.
+    assert_eq!((curr_items(&s, 10), s.stats(10).bytes), (3, 3 * 61));
+    assert_eq!(get(&mut s, "a", 10), None);
+    assert_eq!(curr_items(&s, 10), 2);
+    assert_eq!(s.stats(10).get_flushed, 1);
+    // A store after the flush, in the same second, is live.
+    set(&mut s, "d", "x", 0, 10);
+    assert_eq!(curr_items(&s, 10), 3);
+    // From the next second, requests reclaim the flushed tail.
+    assert_eq!(get(&mut s, "zz", 11), None);
+    let st = s.stats(11);
+    assert_eq!((st.curr_items, st.reclaimed, st.expired_unfetched, st.bytes), (1, 2, 1, 61));
+    assert_eq!(get(&mut s, "d", 11).as_deref(), Some(&b"x"[..]));
+}
+
+#[test]
+fn stats_request_reclaims_every_flushed_item() {
+    let mut s = shard(1 << 24);
+    let n = CRAWL_BUDGET * 3 + 5;
+    for i in 0..n {
+        set(&mut s, &format!("k{i}"), "x", 0, 10);
+    }
+    s.execute(Op::Flush { delay: 0 }, 10, STARTED);
+    // Requests in the flush's second leave them; later ones take a budget each.
+    let Outcome::Stats(st) = s.execute(Op::Stats { reset: false }, 10, STARTED) else { panic!() };
+    assert_eq!(st.curr_items, n as u64);
+    get(&mut s, "zz", 11);
+    assert_eq!(curr_items(&s, 11), (n - CRAWL_BUDGET) as u64);
+    let Outcome::Stats(st) = s.execute(Op::Stats { reset: false }, 11, STARTED) else { panic!() };
+    assert_eq!((st.curr_items, st.reclaimed, st.bytes), (0, n as u64, 0));
+}
+
+#[test]
+fn delayed_flush_after_flush_keeps_items_flushed() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "a", "x", 0, 10);
+    s.execute(Op::Flush { delay: 0 }, 10, STARTED);
+    s.execute(Op::Flush { delay: 100 }, 10, STARTED);
+    assert_eq!(get(&mut s, "a", 10), None);
+    set(&mut s, "b", "x", 0, 10);
+    assert!(get(&mut s, "b", 50).is_some());
+    // The delayed flush takes effect at 109 and is crawled from 110.
+    assert_eq!(curr_items(&s, 50), 1);
+    s.execute(Op::Stats { reset: false }, 110, STARTED);
+    assert_eq!(curr_items(&s, 110), 0);
+}
+
+#[test]
+fn stores_count_direct_reclaims() {
+    let item = item_size(2, 0, 100) as u64;
+    let mut s = shard(item * 2);
+    let v = "x".repeat(100);
+    for k in ["k1", "k2", "k3", "k4"] {
+        set(&mut s, k, &v, 0, 10);
+    }
+    assert_eq!(s.stats(10).direct_reclaims, 2);
+}

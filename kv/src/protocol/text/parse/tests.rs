@@ -129,6 +129,7 @@ fn stats_variants() {
     assert_eq!(one(b"stats\r\n").command, Command::Stats(StatsKind::General));
     assert_eq!(one(b"stats items foo\r\n").command, Command::Stats(StatsKind::Items));
     assert_eq!(one(b"stats reset\r\n").command, Command::Stats(StatsKind::Reset));
+    assert_eq!(one(b"stats conns\r\n").command, Command::Stats(StatsKind::Conns));
     assert_eq!(reply_of(b"stats detail\r\n").0, replies::DETAIL_USAGE);
     assert_eq!(reply_of(b"stats detail on\r\n").0, replies::OK);
     assert_eq!(reply_of(b"stats foo\r\n").0, replies::ERROR);
