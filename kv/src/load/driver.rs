@@ -25,24 +25,37 @@ enum Reply {
     Error,
 }
 
-/// Parses the reply to a request of `kind` at the start of `buf`.
+/// Parses the reply to a request of `kind` at the start of `buf`: for a
+/// get, every VALUE block up to END (a multi-key get counts as a hit when
+/// any key was found).
 fn parse(buf: &[u8], kind: Kind) -> Option<(usize, Reply)> {
     let nl = memchr::memchr(b'\n', buf)?;
     let line = &buf[..=nl];
     match kind {
         Kind::Set => Some((nl + 1, if line == b"STORED\r\n" { Reply::Stored } else { Reply::Error })),
-        Kind::Get if line == b"END\r\n" => Some((nl + 1, Reply::Miss)),
-        Kind::Get if line.starts_with(b"VALUE ") => {
-            let text = std::str::from_utf8(&line[..line.len() - 2]).ok()?;
-            let len: usize = text.split(' ').nth(3)?.parse().ok()?;
-            let total = nl + 1 + len + 2 + 5;
-            if buf.len() < total {
-                return None;
+        Kind::Get => {
+            let (mut pos, mut hit) = (0, false);
+            loop {
+                let nl = pos + memchr::memchr(b'\n', &buf[pos..])?;
+                let line = &buf[pos..=nl];
+                if line == b"END\r\n" {
+                    return Some((nl + 1, if hit { Reply::Hit } else { Reply::Miss }));
+                }
+                if !line.starts_with(b"VALUE ") {
+                    return Some((nl + 1, Reply::Error));
+                }
+                let text = std::str::from_utf8(&line[..line.len().saturating_sub(2)]).ok();
+                let Some(len) = text.and_then(|t| t.split(' ').nth(3)).and_then(|l| l.parse::<usize>().ok()) else {
+                    return Some((nl + 1, Reply::Error));
+                };
+                let next = nl + 1 + len + 2;
+                if buf.len() < next {
+                    return None;
+                }
+                hit = true;
+                pos = next;
             }
-            let ok = &buf[total - 5..total] == b"END\r\n";
-            Some((total, if ok { Reply::Hit } else { Reply::Error }))
         }
-        Kind::Get => Some((nl + 1, Reply::Error)),
     }
 }
 
@@ -232,5 +245,9 @@ mod tests {
         assert_eq!(parse(hit, Kind::Get), Some((23, Reply::Hit)));
         assert_eq!(parse(&hit[..20], Kind::Get), None);
         assert_eq!(parse(b"SERVER_ERROR out of memory\r\n", Kind::Set), Some((28, Reply::Error)));
+        let two = b"VALUE a 0 1\r\nx\r\nVALUE b 0 2\r\nyz\r\nEND\r\n";
+        assert_eq!(parse(two, Kind::Get), Some((two.len(), Reply::Hit)));
+        assert_eq!(parse(&two[..two.len() - 1], Kind::Get), None);
+        assert_eq!(parse(b"ERROR\r\n", Kind::Get), Some((7, Reply::Error)));
     }
 }

@@ -55,6 +55,10 @@ pub struct Workload {
     /// Value size in bytes.
     #[arg(long, default_value_t = 32)]
     pub value_size: usize,
+    /// Keys per get: more than 1 sends multi-key `get k1 k2 …` requests
+    /// (each reply is then several VALUE blocks and one END).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub keys_per_get: u32,
     /// Measured seconds.
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
@@ -79,6 +83,7 @@ pub struct Generator {
     keys: u64,
     set_ratio: f64,
     value: Vec<u8>,
+    keys_per_get: u32,
 }
 
 /// The key name of key number `i`.
@@ -99,6 +104,7 @@ impl Generator {
             keys: w.keys.max(1),
             set_ratio: w.set_ratio,
             value: vec![b'v'; w.value_size],
+            keys_per_get: w.keys_per_get.max(1),
         }
     }
 
@@ -122,6 +128,11 @@ impl Generator {
         } else {
             out.extend_from_slice(b"get ");
             key_name(out, key);
+            for _ in 1..self.keys_per_get {
+                out.push(b' ');
+                let k = self.key();
+                key_name(out, k);
+            }
             out.extend_from_slice(b"\r\n");
             Kind::Get
         }
