@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use gossamer_kv::load::{self, report, CompareArgs, Workload};
+use gossamer_kv::load::{self, report, CompareArgs, Workload, YcsbArgs};
 
 /// Load generator for memcached-compatible servers.
 #[derive(Parser)]
@@ -25,6 +25,8 @@ enum Cmd {
     Run(RunArgs),
     /// Start memcached and gossamer-kv, load both side by side, report medians.
     Compare(CompareArgs),
+    /// YCSB core workload C or D: load records, then read (and insert).
+    Ycsb(YcsbArgs),
 }
 
 #[derive(Args)]
@@ -77,6 +79,7 @@ fn main() -> ExitCode {
     let res = match &cli.cmd {
         Cmd::Run(a) => run(a),
         Cmd::Compare(a) => load::compare(a),
+        Cmd::Ycsb(a) => load::ycsb::main(a),
     };
     match res {
         Ok(true) => ExitCode::SUCCESS,
