@@ -283,6 +283,10 @@ pub struct YcsbArgs {
     /// Worker threads of each spawned memcached (-t).
     #[arg(long, default_value_t = 1)]
     pub server_threads: usize,
+    /// Memory of each spawned memcached in MiB (-m): enough for every
+    /// record by default, so that reads after the load phase all hit.
+    #[arg(long, default_value_t = 1024)]
+    pub server_memory: u64,
     /// Records stored by the load phase.
     #[arg(long, default_value_t = 100_000)]
     pub records: u64,
@@ -795,9 +799,9 @@ impl Drop for Memcacheds {
     }
 }
 
-/// Starts `n` memcached servers on free loopback ports (`-t threads -U 0`)
-/// and waits until each accepts connections.
-pub fn spawn_memcached(n: usize, threads: usize) -> io::Result<Memcacheds> {
+/// Starts `n` memcached servers on free loopback ports (`-t threads -m
+/// memory_mb -U 0`) and waits until each accepts connections.
+pub fn spawn_memcached(n: usize, threads: usize, memory_mb: u64) -> io::Result<Memcacheds> {
     let mut m = Memcacheds { children: Vec::new(), addrs: Vec::new() };
     while m.addrs.len() < n {
         let mut started = false;
@@ -816,7 +820,8 @@ pub fn spawn_memcached(n: usize, threads: usize) -> io::Result<Memcacheds> {
                     });
                 }
             }
-            cmd.args(["-p", &port.to_string(), "-t", &threads.max(1).to_string(), "-U", "0", "-l", "127.0.0.1"]);
+            cmd.args(["-p", &port.to_string(), "-t", &threads.max(1).to_string(), "-U", "0", "-l", "127.0.0.1"])
+                .args(["-m", &memory_mb.max(1).to_string()]);
             // SAFETY: geteuid has no preconditions.
             if unsafe { libc::geteuid() } == 0 {
                 cmd.args(["-u", "root"]);
@@ -857,7 +862,7 @@ pub fn ycsb(a: &YcsbArgs) -> io::Result<(YcsbResult, Vec<String>, Route)> {
     use std::net::ToSocketAddrs;
     let _spawned;
     let (addrs, names, route) = if a.spawn_memcached > 0 {
-        let m = spawn_memcached(a.spawn_memcached, a.server_threads)?;
+        let m = spawn_memcached(a.spawn_memcached, a.server_threads, a.server_memory)?;
         let addrs = m.addrs.clone();
         _spawned = m;
         (addrs.clone(), addrs.iter().map(|x| x.to_string()).collect::<Vec<_>>(), Route::Ketama)
