@@ -59,17 +59,26 @@ fn parse(buf: &[u8], kind: Kind) -> Option<(usize, Reply)> {
     }
 }
 
-struct Client {
-    stream: TcpStream,
-    wbuf: Vec<u8>,
+/// A non-blocking client connection: what is left to write, what was read
+/// and not yet parsed, and the requests in flight (of kind `K`, with the
+/// time each was queued).
+pub(super) struct Client<K> {
+    pub(super) stream: TcpStream,
+    pub(super) wbuf: Vec<u8>,
     wpos: usize,
-    rbuf: Vec<u8>,
-    rlen: usize,
-    pending: VecDeque<(Kind, Instant)>,
+    pub(super) rbuf: Vec<u8>,
+    pub(super) rlen: usize,
+    pub(super) pending: VecDeque<(K, Instant)>,
 }
 
-impl Client {
-    fn flush(&mut self) -> io::Result<()> {
+impl<K> Client<K> {
+    /// A client over `stream`, with nothing queued.
+    pub(super) fn new(stream: TcpStream) -> Self {
+        Client { stream, wbuf: Vec::new(), wpos: 0, rbuf: vec![0; 64 * 1024], rlen: 0, pending: VecDeque::new() }
+    }
+
+    /// Writes what the socket takes now.
+    pub(super) fn flush(&mut self) -> io::Result<()> {
         while self.wpos < self.wbuf.len() {
             match self.stream.write(&self.wbuf[self.wpos..]) {
                 Ok(0) => return Err(io::Error::new(ErrorKind::WriteZero, "server closed the connection")),
@@ -87,7 +96,7 @@ impl Client {
     }
 
     /// Reads what is there; returns false at end of stream.
-    fn fill(&mut self) -> io::Result<bool> {
+    pub(super) fn fill(&mut self) -> io::Result<bool> {
         loop {
             if self.rlen == self.rbuf.len() {
                 let n = self.rbuf.len() * 2;
@@ -104,9 +113,16 @@ impl Client {
     }
 }
 
-fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+/// A blocking connection with Nagle off (10 s to connect).
+pub(super) fn connect_blocking(addr: SocketAddr) -> io::Result<StdStream> {
     let s = StdStream::connect_timeout(&addr, Duration::from_secs(10))?;
     s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// A non-blocking connection for `mio`.
+pub(super) fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let s = connect_blocking(addr)?;
     s.set_nonblocking(true)?;
     Ok(TcpStream::from_std(s))
 }
@@ -121,8 +137,7 @@ fn drive(addr: SocketAddr, w: &Workload, seed: u64, measure_from: Instant, end: 
     for i in 0..w.conns {
         let mut stream = connect(addr)?;
         poll.registry().register(&mut stream, Token(i), Interest::READABLE | Interest::WRITABLE)?;
-        let mut c =
-            Client { stream, wbuf: Vec::new(), wpos: 0, rbuf: vec![0; 64 * 1024], rlen: 0, pending: VecDeque::new() };
+        let mut c = Client::new(stream);
         for _ in 0..w.depth.max(1) {
             let k = gen.next(&mut c.wbuf);
             c.pending.push_back((k, now));

@@ -20,7 +20,7 @@
 //!   ketama continuum). A slot's `depth` is its in-flight total over all its
 //!   connections.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream as StdStream};
@@ -31,11 +31,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use clap::{Args, ValueEnum};
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 
+use super::driver::{connect, connect_blocking, Client};
 use super::ketama::Ketama;
 use super::report::{self, RunResult};
 
@@ -423,12 +423,6 @@ impl Router {
     }
 }
 
-fn connect_blocking(addr: SocketAddr) -> io::Result<StdStream> {
-    let s = StdStream::connect_timeout(&addr, Duration::from_secs(10))?;
-    s.set_nodelay(true)?;
-    Ok(s)
-}
-
 /// Load phase: stores records `0..records`, one thread per server
 /// (`noreply` sets in batches, each synchronised with `mn`).
 pub fn load(addrs: &[SocketAddr], names: &[String], route: Route, a: &YcsbArgs) -> io::Result<()> {
@@ -494,49 +488,7 @@ enum Op {
     Insert(u64),
 }
 
-struct Conn {
-    stream: TcpStream,
-    wbuf: Vec<u8>,
-    wpos: usize,
-    rbuf: Vec<u8>,
-    rlen: usize,
-    pending: VecDeque<(Op, Instant)>,
-}
-
-impl Conn {
-    fn flush(&mut self) -> io::Result<()> {
-        while self.wpos < self.wbuf.len() {
-            match self.stream.write(&self.wbuf[self.wpos..]) {
-                Ok(0) => return Err(io::Error::new(ErrorKind::WriteZero, "server closed the connection")),
-                Ok(n) => self.wpos += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        if self.wpos == self.wbuf.len() {
-            self.wbuf.clear();
-            self.wpos = 0;
-        }
-        Ok(())
-    }
-
-    fn fill(&mut self) -> io::Result<bool> {
-        loop {
-            if self.rlen == self.rbuf.len() {
-                let n = self.rbuf.len() * 2;
-                self.rbuf.resize(n, 0);
-            }
-            match self.stream.read(&mut self.rbuf[self.rlen..]) {
-                Ok(0) => return Ok(false),
-                Ok(n) => self.rlen += n,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(true),
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
+type Conn = Client<Op>;
 
 /// Parses one reply at the start of `buf`: Some((length, is a hit / stored, is an error)).
 fn parse(buf: &[u8], op: Op) -> Option<(usize, bool, bool)> {
@@ -646,18 +598,9 @@ fn drive(sh: &Shared, addrs: &[SocketAddr], thread: usize) -> io::Result<(RunRes
         let mut conns = Vec::with_capacity(per_slot);
         for j in 0..per_slot {
             let addr = if per_slot == 1 { addrs[global % addrs.len()] } else { addrs[j] };
-            let std = connect_blocking(addr)?;
-            std.set_nonblocking(true)?;
-            let mut stream = TcpStream::from_std(std);
+            let mut stream = connect(addr)?;
             poll.registry().register(&mut stream, Token(s * per_slot + j), Interest::READABLE | Interest::WRITABLE)?;
-            conns.push(Conn {
-                stream,
-                wbuf: Vec::new(),
-                wpos: 0,
-                rbuf: vec![0; 64 * 1024],
-                rlen: 0,
-                pending: VecDeque::new(),
-            });
+            conns.push(Conn::new(stream));
         }
         for _ in 0..a.depth.max(1) {
             if issue(sh, &mut src, &mut conns, now) {
