@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use gossamer::Trust;
 
 mod common;
-use common::netns;
+use common::netns::{self, ucx_or_skip};
 use common::programs::{run_program, survivors, text};
 
 const HOSTS: usize = 4;
@@ -300,19 +300,6 @@ fn scenario_entry() {
 }
 
 // ---- the tests ---------------------------------------------------------------
-
-fn ucx_or_skip() -> bool {
-    let found = ["/usr/lib/x86_64-linux-gnu/libucp.so.0", "/usr/lib/libucp.so.0", "/usr/lib64/libucp.so.0"]
-        .iter()
-        .any(|p| std::path::Path::new(p).exists());
-    if !found {
-        if std::env::var("GOSSAMER_REQUIRE_UCX").as_deref() == Ok("1") {
-            panic!("UCX (libucp.so.0) is not installed and GOSSAMER_REQUIRE_UCX=1");
-        }
-        println!("SKIPPED: UCX not installed (apt-get install libucx0)");
-    }
-    found
-}
 
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

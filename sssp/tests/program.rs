@@ -10,6 +10,7 @@ mod programs;
 use std::process::Command;
 use std::time::Duration;
 
+use netns::ucx_or_skip;
 use programs::{run_program, text};
 
 const TIMEOUT: Duration = Duration::from_secs(180);
@@ -71,19 +72,6 @@ fn a_graph_file_gives_the_same_searches() {
     let generated = exact(1, 2, &["--scale", "9", "--edgefactor", "8", "--seed", "5"]);
     // Same graph, same root choice: the same roots were searched.
     assert_eq!(medians(&from_file), medians(&generated));
-}
-
-fn ucx_or_skip() -> bool {
-    let found = ["/usr/lib/x86_64-linux-gnu/libucp.so.0", "/usr/lib/libucp.so.0", "/usr/lib64/libucp.so.0"]
-        .iter()
-        .any(|p| std::path::Path::new(p).exists());
-    if !found {
-        if std::env::var("GOSSAMER_REQUIRE_UCX").as_deref() == Ok("1") {
-            panic!("UCX (libucp.so.0) is not installed and GOSSAMER_REQUIRE_UCX=1");
-        }
-        eprintln!("SKIPPED: UCX not installed (apt-get install libucx0)");
-    }
-    found
 }
 
 #[test]

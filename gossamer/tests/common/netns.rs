@@ -265,3 +265,18 @@ pub fn sim_rack_or_skip(hosts: usize) -> Option<SimRack> {
         }
     }
 }
+
+/// Whether UCX (`libucp.so.0`) is installed; without it, a loud "SKIPPED"
+/// and `false`, or a panic when `GOSSAMER_REQUIRE_UCX=1` (CI sets it).
+pub fn ucx_or_skip() -> bool {
+    let found = ["/usr/lib/x86_64-linux-gnu/libucp.so.0", "/usr/lib/libucp.so.0", "/usr/lib64/libucp.so.0"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+    if !found {
+        if std::env::var("GOSSAMER_REQUIRE_UCX").as_deref() == Ok("1") {
+            panic!("UCX (libucp.so.0) is not installed and GOSSAMER_REQUIRE_UCX=1");
+        }
+        let _ = writeln!(std::io::stderr(), "SKIPPED: UCX not installed (apt-get install libucx0)");
+    }
+    found
+}

@@ -206,12 +206,7 @@ impl Part {
         let mine = self.range().contains(&root);
         if self.search.light_delta != delta || self.search.light.is_empty() {
             let c = &self.csr;
-            self.search.light = (0..c.offsets.len().saturating_sub(1))
-                .map(|i| {
-                    let (a, b) = (c.offsets[i] as usize, c.offsets[i + 1] as usize);
-                    c.weights[a..b].partition_point(|&w| w < delta) as u32
-                })
-                .collect();
+            self.search.light = c.range().map(|v| c.light(v, delta) as u32).collect();
             self.search.light_delta = delta;
         }
         let s = &mut self.search;
@@ -244,10 +239,7 @@ impl Part {
     pub fn next_bucket(&self) -> Option<u64> {
         let sent = self.search.sent_min;
         let sent = (sent < f64::INFINITY).then(|| bucket(sent, self.search.delta));
-        match (self.min_bucket(), sent) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.min_bucket().into_iter().chain(sent).min()
     }
 
     /// Applies relaxations of our vertices.

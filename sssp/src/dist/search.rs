@@ -71,10 +71,7 @@ fn round(stats: &mut SearchStats, b: u64, arcs: Arcs) -> (u64, Option<u64>) {
         frontier += r.0;
         stats.relaxations_sent += r.1;
         stats.batches += r.2;
-        next = match (next, r.3) {
-            (Some(a), Some(c)) => Some(a.min(c)),
-            (a, c) => a.or(c),
-        };
+        next = next.into_iter().chain(r.3).min();
     }
     stats.expansions += frontier;
     (frontier, next)
