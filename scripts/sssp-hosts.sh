@@ -58,14 +58,8 @@ it exits, however it exits.
 EOF
 }
 
-die() {
-    echo "$prog: $*" >&2
-    exit 1
-}
-
-is_uint() {
-    [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ]
-}
+# shellcheck source-path=SCRIPTDIR source=lib/sim-hosts.sh
+. "$root/scripts/lib/sim-hosts.sh"
 
 while getopts "H:p:t:s:e:r:T:o:h" opt; do
     case $opt in
@@ -119,34 +113,7 @@ ldconfig -p 2>/dev/null | grep -q 'libucp\.so\.0' ||
 
 # ---- clean-up, on any exit ---------------------------------------------------
 
-tag="sssp-$$"
-rack_up=0
-work=$(mktemp -d "${TMPDIR:-/tmp}/sssp-hosts.XXXXXX")
-pids=()    # background processes we started (timeout wrappers)
-leaders=() # pids of rank 0 processes (they name the shared-memory segments)
-
-cleanup() {
-    local rc=$? p
-    trap - EXIT INT TERM
-    for p in ${pids[@]+"${pids[@]}"}; do
-        kill -s TERM "$p" 2>/dev/null || true
-    done
-    for p in ${pids[@]+"${pids[@]}"}; do
-        wait "$p" 2>/dev/null || true
-    done
-    if [ "$rack_up" -eq 1 ]; then
-        "$netns" down "$tag" || echo "$prog: warning: could not remove rack $tag" >&2
-    fi
-    # A run that failed midway may leave its hosts' regions behind.
-    for p in ${leaders[@]+"${leaders[@]}"}; do
-        rm -f /dev/shm/gossamer-"$p"-* 2>/dev/null || true
-    done
-    rm -rf "$work"
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+sim_hosts_setup sssp
 
 # ---- build and rack ------------------------------------------------------------
 
@@ -168,48 +135,6 @@ clear_env=(env -u GOSSAMER_PROCESSES -u GOSSAMER_RANK -u GOSSAMER_SIZE -u GOSSAM
 # The same arguments for every rank (--threads is the whole program's).
 args=(run --scale "$scale" --edgefactor "$edgefactor" --roots "$roots" --threads "$threads"
     --baselines none --quiet)
-
-# Bytes the hosts have sent into the bridge so far.
-bridge_bytes() {
-    local n=$1 i sum=0 b
-    for ((i = 0; i < n; i++)); do
-        b=$(ip netns exec "gsm-$tag-br" cat "/sys/class/net/v$i/statistics/rx_bytes")
-        sum=$((sum + b))
-    done
-    echo "$sum"
-}
-
-# Waits for a background process we started; sets $status to its exit status.
-status=0
-reap() {
-    local p=$1 i
-    status=0
-    wait "$p" || status=$?
-    for i in "${!pids[@]}"; do
-        [ "${pids[$i]}" != "$p" ] || unset 'pids[i]'
-    done
-}
-
-# "exit status N", saying when N means that `timeout` stopped the process.
-status_text() {
-    case $1 in
-    124) echo "exit status 124: ran past $limit s" ;;
-    137) echo "exit status 137: killed after running past $limit s" ;;
-    *) echo "exit status $1" ;;
-    esac
-}
-
-# Shows every rank's output of a failed run and stops.
-failed() {
-    local what=$1 f
-    echo "$prog: $what failed" >&2
-    for f in "$work"/run.*; do
-        [ -e "$f" ] || continue
-        echo "---- ${f##*/run.}" >&2
-        cat "$f" >&2
-    done
-    exit 1
-}
 
 # Records rank 0's pid (written by its wrapper) as a namer of segments.
 note_leader() {
