@@ -394,8 +394,16 @@ fn dropping_the_rack_leaves_nothing_behind() {
     for s in &mut sleepers {
         s.expect("SLEEPING ");
     }
-    // Two sleepers, each with a child.
-    assert_eq!(survivors(&tag).len(), 4, "{:?}", survivors(&tag));
+    // Two sleepers, each with a child. A child reports nothing, so it may
+    // still be between fork and exec when its parent says SLEEPING: wait for
+    // all four to show (bounded), rather than sample once.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut seen = survivors(&tag);
+    while seen.len() < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        seen = survivors(&tag);
+    }
+    assert_eq!(seen.len(), 4, "{seen:?}");
 
     let start = Instant::now();
     drop(rack);
