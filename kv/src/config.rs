@@ -60,6 +60,18 @@ pub struct Config {
     /// other workers keeps polling before it blocks.
     #[arg(long = "wait-spin-us", default_value_t = 1000)]
     pub wait_spin_us: u64,
+
+    /// Run as one program of this many processes of this host, each with
+    /// `-t` threads and `-m` megabytes, process `r` listening on port
+    /// `-p` + `r`. Under `mpirun`, `srun` or `gossamer run` the launcher's
+    /// process count applies instead.
+    #[arg(long = "processes", value_name = "N")]
+    pub processes: Option<usize>,
+
+    /// Serve a request whose shard is the connection worker's own at once,
+    /// in the worker, instead of through the reply callbacks.
+    #[arg(long = "local-first")]
+    pub local_first: bool,
 }
 
 /// Parses a size with an optional k/m/g suffix (powers of 1024).
@@ -109,6 +121,9 @@ impl Config {
                 "{} dedicated trustees leave none of the {} threads to serve connections",
                 self.dedicated_trustees, self.threads
             ));
+        }
+        if self.processes == Some(0) {
+            return bad("--processes must be at least 1".into());
         }
         if self.max_connections == 0 {
             return bad("the connection limit must be at least 1".into());

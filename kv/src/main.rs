@@ -42,10 +42,36 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
     sig
 }
 
+/// The processes of the program: the launcher's count, or `--processes`.
+fn processes(config: &Config) -> Result<usize, String> {
+    if let Some(n) = config.processes {
+        if std::env::var_os("GOSSAMER_PROCESSES").is_none() {
+            // Read by gossamer::main when no launcher set the rank (the
+            // ranks it starts have theirs and ignore this).
+            std::env::set_var("GOSSAMER_PROCESSES", n.to_string());
+        }
+    }
+    gossamer::rack::planned_processes().map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
     let config = Config::parse();
     init_logging(config.verbose);
+    if let Err(e) = config.validate() {
+        eprintln!("gossamer-kv: {e}");
+        return ExitCode::FAILURE;
+    }
+    let processes = match processes(&config) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("gossamer-kv: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let signals = block_signals();
+    if processes > 1 {
+        return gossamer_kv::server::program::run(config, processes, move || wait_for_signal(&signals));
+    }
     let server = match Server::start(config) {
         Ok(s) => s,
         Err(e) => {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::{bin_req, Proc, Raw};
 
 /// This server's keys after memcached's in `stats`.
-const GENERAL_EXTRAS: &[&str] = &["shards"];
+const GENERAL_EXTRAS: &[&str] = &["shards", "processes", "rank"];
 /// This server's keys after memcached's in `stats settings`.
 const SETTINGS_EXTRAS: &[&str] = &["dedicated_trustees", "idle_spin_us", "wait_spin_us"];
 /// `stats settings` values that legitimately differ with the same flags:

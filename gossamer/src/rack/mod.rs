@@ -67,6 +67,26 @@ pub fn main(gsm_main: fn(), threads: usize) {
     }
 }
 
+/// How many processes the program started by [`main`] will have, as this
+/// process learns it from its launcher's environment (`GOSSAMER_SIZE`,
+/// Slurm's `SLURM_NTASKS`, Open MPI's `OMPI_COMM_WORLD_SIZE`), from
+/// `GOSSAMER_PROCESSES`, or from the `--gossamer-processes N` argument (1
+/// when none is set). Call it before [`main`], for instance to give each
+/// process the same number of threads:
+///
+/// ```
+/// let processes = gossamer::rack::planned_processes().unwrap();
+/// assert!(processes >= 1);
+/// // gossamer::main(gsm_main, 4 * processes);
+/// ```
+///
+/// # Errors
+/// If the environment or the argument is malformed, as [`main`] would
+/// report it.
+pub fn planned_processes() -> Result<usize, RackError> {
+    launch::detect().map(|role| role.size)
+}
+
 /// Where the threads of the program are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {

@@ -2,62 +2,69 @@
 //! table, and a connection worker fiber on each worker thread that serves
 //! its share of the client connections.
 
+mod agent;
 mod conn;
 mod dispatch;
 mod local;
 mod outq;
+mod placement;
+mod process;
+pub mod program;
 mod reactor;
 pub mod report;
 mod shards;
 mod shared;
 mod wake;
 
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use gossamer::{JoinHandle, Runtime};
-use mio::{Poll, Waker};
 
 use crate::clock;
 use crate::config::Config;
 use crate::error::Error;
 use crate::store::{Shard, ShardConfig};
-use shared::{Peer, Shared};
+use agent::Agent;
+use placement::Placement;
+use shared::Shared;
 
-/// A running server.
+/// A running server of one process.
 pub struct Server {
     runtime: Option<Runtime>,
     shared: Arc<Shared>,
     workers: Vec<JoinHandle<()>>,
 }
 
-fn bind(config: &Config) -> Result<Vec<std::net::TcpListener>, Error> {
-    let mut listeners = Vec::new();
-    for host in config.listen.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-        let addrs = (host, config.port)
-            .to_socket_addrs()
-            .map_err(|source| Error::Resolve { addr: host.to_string(), source })?;
-        for addr in addrs {
-            let l = std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
-            l.set_nonblocking(true)?;
-            listeners.push(l);
-        }
+/// The global thread ids of the shards of a process whose threads are
+/// `threads`: its dedicated trustees (its last threads) if it has some,
+/// else every thread.
+pub(crate) fn shard_threads(config: &Config, threads: std::ops::Range<usize>) -> Vec<usize> {
+    if config.dedicated_trustees > 0 {
+        (threads.start + config.connection_workers()..threads.end).collect()
+    } else {
+        threads.collect()
     }
-    if listeners.is_empty() {
-        return Err(Error::Config(format!("no address to listen on in {:?}", config.listen)));
+}
+
+/// The settings of shard `index` of `count`, for a process with
+/// `per_process` shards.
+pub(crate) fn shard_config(config: &Config, index: usize, count: usize, per_process: usize) -> ShardConfig {
+    ShardConfig {
+        index,
+        count,
+        mem_limit: (config.memory_bytes() / per_process.max(1) as u64).max(1),
+        item_size_max: config.item_size_max,
     }
-    Ok(listeners)
 }
 
 impl Server {
-    /// Checks `config`, listens, and starts serving.
+    /// Checks `config`, listens, and starts serving, in this process alone
+    /// (for a server over several processes, see [`program`]).
     pub fn start(config: Config) -> Result<Server, Error> {
         config.validate()?;
         clock::init();
-        let listeners = bind(&config)?;
-        let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr()).collect::<Result<_, _>>()?;
         let runtime = Runtime::builder()
             .workers(config.threads)
             .dedicated_trustees(config.dedicated_trustees)
@@ -66,54 +73,24 @@ impl Server {
             .thread_name("gossamer-kv")
             .build()?;
 
-        // One shard per trustee: the dedicated ones if any, else every worker.
-        let conn_workers = config.connection_workers();
-        let shard_workers: Vec<usize> = if config.dedicated_trustees > 0 {
-            (conn_workers..config.threads).collect()
-        } else {
-            (0..config.threads).collect()
-        };
-        let count = shard_workers.len();
-        let mem_limit = (config.memory_bytes() / count as u64).max(1);
-        let trusts: Vec<_> = shard_workers
+        let threads = shard_threads(&config, 0..config.threads);
+        let count = threads.len();
+        let shards = threads
             .iter()
             .enumerate()
-            .map(|(index, &w)| {
-                runtime.trustee(w).entrust(Shard::new(ShardConfig {
-                    index,
-                    count,
-                    mem_limit,
-                    item_size_max: config.item_size_max,
-                }))
-            })
+            .map(|(index, &w)| runtime.trustee(w).entrust(Shard::new(shard_config(&config, index, count, count))))
             .collect();
-
-        let polls: Vec<Poll> = (0..conn_workers).map(|_| Poll::new()).collect::<Result<_, _>>()?;
-        let peers: Vec<Peer> =
-            polls.iter().map(|p| Waker::new(p.registry(), reactor::WAKER).map(Peer::new)).collect::<Result<_, _>>()?;
-        let threads = config.threads;
-        let listen_fds = listeners.iter().map(AsRawFd::as_raw_fd).collect();
-        let shared = Arc::new(Shared::new(config, addrs, listen_fds, peers));
-
-        let mut listeners: Vec<_> = listeners.into_iter().map(mio::net::TcpListener::from_std).collect();
-        let mut workers = Vec::with_capacity(conn_workers);
-        for (index, poll) in polls.into_iter().enumerate() {
-            let init = reactor::Init {
-                index,
-                poll,
-                listeners: if index == 0 { std::mem::take(&mut listeners) } else { Vec::new() },
-                shared: shared.clone(),
-                trusts: trusts.clone(),
-                shard_workers: shard_workers.clone(),
-                workers: threads,
-                connection_workers: conn_workers,
-            };
-            workers.push(runtime.spawn_on(index, move || reactor::run(init)));
-        }
-        drop(trusts);
-        for a in &shared.addrs {
-            tracing::info!("listening on {a}");
-        }
+        let prepared = process::prepare(config, 0, 1)?;
+        let shared = prepared.shared.clone();
+        let placement = Placement {
+            shards,
+            shard_ranks: vec![0; count],
+            shard_threads: threads,
+            agents: vec![runtime.trustee(0).entrust(Agent::new(shared.clone()))],
+            agent_threads: vec![0],
+        };
+        let workers = process::start(prepared, &placement, 0, |t, body| runtime.spawn_on(t, body));
+        drop(placement);
         Ok(Server { runtime: Some(runtime), shared, workers })
     }
 

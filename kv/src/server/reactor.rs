@@ -27,19 +27,18 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gossamer::Trust;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
 use super::conn::{Conn, Turn};
 use super::dispatch::Env;
 use super::local::{ConnShared, Local};
+use super::placement::Placement;
 use super::shards::Shards;
 use super::shared::{ConnState, Shared};
 use super::wake;
 use crate::clock;
 use crate::protocol::text::Limits;
-use crate::store::Shard;
 
 /// Token of the worker's waker.
 pub const WAKER: Token = Token(usize::MAX);
@@ -56,26 +55,27 @@ fn listener_token(i: usize) -> Token {
 
 /// Everything a connection worker starts with.
 pub struct Init {
-    /// The worker's index (also its thread's index in the runtime).
+    /// The worker's index among its process's connection workers.
     pub index: usize,
+    /// The global thread id of the process's first connection worker: the
+    /// connection workers of a process are its first threads, so worker
+    /// `index` runs on thread `base + index`.
+    pub base: usize,
     /// Its poller; the waker in `shared.peers[index]` belongs to it.
     pub poll: Poll,
     /// Listening sockets (worker 0 only).
     pub listeners: Vec<TcpListener>,
-    /// Server-wide state.
+    /// The process's state.
     pub shared: Arc<Shared>,
-    /// The shards.
-    pub trusts: Vec<Trust<Shard>>,
-    /// The worker owning each shard.
-    pub shard_workers: Vec<usize>,
-    /// Worker threads in the runtime.
-    pub workers: usize,
-    /// Workers that serve connections (the first ones).
-    pub connection_workers: usize,
+    /// The shards and agents of the program.
+    pub placement: Placement,
+    /// Serve requests for this thread's own shard in place.
+    pub local_first: bool,
 }
 
 struct Reactor {
     index: usize,
+    base: usize,
     poll: Poll,
     listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
@@ -89,24 +89,22 @@ struct Reactor {
     limits: Limits,
     spin: Duration,
     wait_spin: Duration,
-    workers: usize,
-    connection_workers: usize,
 }
 
 /// Runs a connection worker until the server stops.
 pub fn run(init: Init) {
+    let threads = init.placement.threads();
     let mut r = Reactor {
         index: init.index,
+        base: init.base,
         poll: init.poll,
         listeners: init.listeners,
         limits: Limits { item_size_max: init.shared.config.item_size_max },
         spin: Duration::from_micros(init.shared.config.idle_spin_us),
         wait_spin: Duration::from_micros(init.shared.config.wait_spin_us),
         shared: init.shared,
-        shards: Shards::new(init.trusts, init.shard_workers, init.index),
-        workers: init.workers,
-        connection_workers: init.connection_workers,
-        local: Rc::new(Local::new(init.workers)),
+        shards: Shards::new(init.placement, init.base + init.index, init.local_first),
+        local: Rc::new(Local::new(threads)),
         conns: Vec::new(),
         free: Vec::new(),
         backlog: Vec::new(),
@@ -199,9 +197,12 @@ impl Reactor {
     }
 
     /// Whether blocking in the poller is allowed: nothing in flight, or
-    /// only requests to trustees whose connection workers will wake us.
+    /// only requests to trustees whose connection workers will wake us
+    /// (those of this process; a trustee in another process cannot reach
+    /// our waker, so requests there keep us polling).
     fn may_sleep(&self) -> bool {
-        self.local.total() == 0 || (self.connection_workers..self.workers).all(|w| self.local.outstanding(w) == 0)
+        let ours = self.base..self.base + self.shared.peers.len();
+        self.local.total() == 0 || self.local.total() == ours.clone().map(|w| self.local.outstanding(w)).sum::<u32>()
     }
 
     /// Announces that this worker is about to block and has a last look.
@@ -225,13 +226,13 @@ impl Reactor {
     /// Wakes the sleeping workers whose requests this thread has just
     /// answered. Returns whether it answered any.
     fn notify_served(&self) -> bool {
-        let mask = wake::take_served() & !wake::bit(self.index);
+        let mask = wake::take_served() & !wake::bit(self.base + self.index);
         if mask == 0 {
             return false;
         }
         fence(Ordering::SeqCst);
         for (w, peer) in self.shared.peers.iter().enumerate() {
-            if w != self.index && mask & wake::bit(w) != 0 && peer.sleeping.load(Ordering::SeqCst) {
+            if w != self.index && mask & wake::bit(self.base + w) != 0 && peer.sleeping.load(Ordering::SeqCst) {
                 if let Err(e) = peer.waker.wake() {
                     tracing::warn!("cannot wake worker {w}: {e}");
                 }
@@ -293,7 +294,7 @@ impl Reactor {
         }
         fence(Ordering::SeqCst);
         for (w, peer) in self.shared.peers.iter().enumerate() {
-            if w != self.index && self.local.outstanding(w) > 0 && peer.sleeping.load(Ordering::SeqCst) {
+            if w != self.index && self.local.outstanding(self.base + w) > 0 && peer.sleeping.load(Ordering::SeqCst) {
                 if let Err(e) = peer.waker.wake() {
                     tracing::warn!("cannot wake worker {w}: {e}");
                 }

@@ -9,12 +9,14 @@ use std::fmt::Display;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
+use super::agent::{AgentReply, ProcessStats};
+use super::shards::{Gathered, Scope};
 use super::shared::{ConnInfo, ConnState, ListenInfo, Shared};
 use crate::clock;
 use crate::protocol::binary::reply as bin_reply;
 use crate::protocol::binary::BinCtx;
 use crate::protocol::text::StatsKind;
-use crate::store::ShardStats;
+use crate::store::{Outcome, ShardStats};
 
 /// The version this server reports.
 pub const VERSION: &str = concat!("1.6.18-gossamer-kv-", env!("CARGO_PKG_VERSION"));
@@ -68,26 +70,6 @@ impl Sink for BinSink {
     }
 }
 
-/// CPU time used by the process, as memcached prints it.
-struct Rusage {
-    user: String,
-    system: String,
-}
-
-fn rusage() -> Rusage {
-    let mut ru = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct it is given.
-    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, ru.as_mut_ptr()) } == 0;
-    // SAFETY: zero-initialized, and filled in when `ok`.
-    let ru = unsafe { ru.assume_init() };
-    let fmt = |t: libc::timeval| format!("{}.{:06}", t.tv_sec, t.tv_usec);
-    if ok {
-        Rusage { user: fmt(ru.ru_utime), system: fmt(ru.ru_stime) }
-    } else {
-        Rusage { user: "0.000000".into(), system: "0.000000".into() }
-    }
-}
-
 /// Sums the shards' counters.
 pub fn sum(shards: &[ShardStats]) -> ShardStats {
     let mut total = ShardStats::default();
@@ -97,10 +79,57 @@ pub fn sum(shards: &[ShardStats]) -> ShardStats {
     total
 }
 
+/// What a report covers: the shards' and the processes' counters, summed
+/// over the processes asked.
+#[derive(Debug, Default)]
+pub struct Totals {
+    /// The shards' counters.
+    pub items: ShardStats,
+    /// The processes' counters.
+    pub process: ProcessStats,
+    /// Processes covered.
+    pub processes: usize,
+    /// The one process covered, for `stats process N`.
+    pub rank: Option<usize>,
+}
+
+impl Totals {
+    /// Sums what a broadcast over `scope` gathered.
+    pub fn gather(g: Gathered, scope: Scope) -> Totals {
+        let shards: Vec<ShardStats> = g
+            .shards
+            .into_iter()
+            .filter_map(|o| match o {
+                Outcome::Stats(s) => Some(*s),
+                _ => None,
+            })
+            .collect();
+        let mut procs: Vec<ProcessStats> = g
+            .processes
+            .into_iter()
+            .filter_map(|r| match r {
+                AgentReply::Stats(p) => Some(*p),
+                AgentReply::Done => None,
+            })
+            .collect();
+        procs.sort_by_key(|p| p.rank);
+        Totals {
+            items: sum(&shards),
+            process: ProcessStats::sum(&procs),
+            processes: procs.len().max(1),
+            rank: match scope {
+                Scope::All => None,
+                Scope::Rank(r) => Some(r),
+            },
+        }
+    }
+}
+
 /// Writes report `kind` into `sink`.
-pub fn write<S: Sink>(mut sink: S, kind: StatsKind, shared: &Shared, items: &ShardStats) -> Vec<u8> {
+pub fn write<S: Sink>(mut sink: S, kind: StatsKind, shared: &Shared, totals: &Totals) -> Vec<u8> {
+    let items = &totals.items;
     match kind {
-        StatsKind::General => general(&mut sink, shared, items),
+        StatsKind::General | StatsKind::Process(_) => general(&mut sink, shared, totals),
         StatsKind::Settings => settings(&mut sink, shared),
         StatsKind::Items => item_class(&mut sink, items),
         StatsKind::Slabs => slabs(&mut sink, items),
@@ -130,31 +159,39 @@ fn zeros<S: Sink>(s: &mut S, names: &[&str]) {
     }
 }
 
+/// Seconds and microseconds, as memcached prints CPU time.
+fn secs(us: u64) -> String {
+    format!("{}.{:06}", us / 1_000_000, us % 1_000_000)
+}
+
 /// `stats`: memcached 1.6.18's keys in its order (with its default
 /// settings), then this server's own. Which values are fixed, and why, is
-/// listed in the README.
-fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
-    let c = shared.counters();
-    let ru = rusage();
+/// listed in the README. Counters are summed over the processes covered;
+/// `uptime` and `time` are the answering process's, and so is `pid` unless
+/// one process is asked about.
+fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
+    let st = &totals.items;
+    let p = &totals.process;
+    let c = &p.counters;
+    let n = totals.processes as u64;
     let cfg = &shared.config;
-    let conns = shared.connections();
-    let curr_connections = shared.curr_connections.load(Ordering::Relaxed);
-    s.stat("pid", &std::process::id());
+    // The process asked about, or the one answering.
+    s.stat("pid", &if totals.rank.is_some() { p.pid } else { std::process::id() });
     s.stat("uptime", &clock::uptime());
     s.stat("time", &clock::unix_now());
     s.stat("version", &VERSION);
     s.stat("libevent", &EVENT_LIBRARY);
     s.stat("pointer_size", &(usize::BITS));
-    s.stat("rusage_user", &ru.user);
-    s.stat("rusage_system", &ru.system);
-    s.stat("max_connections", &cfg.max_connections);
-    s.stat("curr_connections", &curr_connections);
-    s.stat("total_connections", &shared.total_connections.load(Ordering::Relaxed));
-    s.stat("rejected_connections", &shared.rejected_connections.load(Ordering::Relaxed));
-    s.stat("connection_structures", &curr_connections);
+    s.stat("rusage_user", &secs(p.rusage_user_us));
+    s.stat("rusage_system", &secs(p.rusage_system_us));
+    s.stat("max_connections", &(cfg.max_connections as u64 * n));
+    s.stat("curr_connections", &p.curr_connections);
+    s.stat("total_connections", &p.total_connections);
+    s.stat("rejected_connections", &p.rejected_connections);
+    s.stat("connection_structures", &p.curr_connections);
     zeros(s, &["response_obj_oom", "response_obj_count", "response_obj_bytes"]);
-    s.stat("read_buf_count", &conns.len());
-    s.stat("read_buf_bytes", &conns.iter().map(|c| c.read_buf()).sum::<usize>());
+    s.stat("read_buf_count", &p.read_buf_count);
+    s.stat("read_buf_bytes", &p.read_buf_bytes);
     zeros(s, &["read_buf_bytes_free", "read_buf_oom", "reserved_fds"]);
     s.stat("cmd_get", &st.cmd_get);
     s.stat("cmd_set", &st.cmd_set);
@@ -182,11 +219,11 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
     s.stat("auth_errors", &0);
     s.stat("bytes_read", &c.bytes_read);
     s.stat("bytes_written", &c.bytes_written);
-    s.stat("limit_maxbytes", &cfg.memory_bytes());
+    s.stat("limit_maxbytes", &(cfg.memory_bytes() * n));
     s.stat("accepting_conns", &1);
     s.stat("listen_disabled_num", &0);
     s.stat("time_in_listen_disabled_us", &0);
-    s.stat("threads", &cfg.threads);
+    s.stat("threads", &(cfg.threads as u64 * n));
     s.stat("conn_yields", &c.conn_yields);
     s.stat("hash_power_level", &HASH_POWER_LEVEL);
     s.stat("hash_bytes", &((1u64 << HASH_POWER_LEVEL) * 8));
@@ -238,7 +275,9 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
     s.stat("direct_reclaims", &st.direct_reclaims);
     s.stat("lru_bumps_dropped", &0);
     // This server's own.
-    s.stat("shards", &cfg.shard_count());
+    s.stat("shards", &(cfg.shard_count() as u64 * n));
+    s.stat("processes", &n);
+    s.stat("rank", &totals.rank.unwrap_or(shared.rank));
 }
 
 /// `stats settings`: memcached 1.6.18's keys in its order (as the Debian

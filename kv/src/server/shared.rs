@@ -38,7 +38,7 @@ pub fn bump(c: &AtomicU64, n: u64) {
 }
 
 /// Values of [`WorkerCounters`] at a point in time.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CounterValues {
     /// Bytes read.
     pub bytes_read: u64,
@@ -63,7 +63,8 @@ impl CounterValues {
         }
     }
 
-    fn add(&mut self, o: &CounterValues) {
+    /// Adds `o`, counter by counter.
+    pub fn add(&mut self, o: &CounterValues) {
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;
         self.cmd_flush += o.cmd_flush;
@@ -349,10 +350,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Server-wide state.
+/// The state of one process of the server, shared by its connection
+/// workers.
 pub struct Shared {
     /// The settings.
     pub config: Config,
+    /// This process's rank in the program (0 for a server of one process).
+    pub rank: usize,
+    /// Processes in the program.
+    pub processes: usize,
     /// Addresses actually listened on.
     pub addrs: Vec<SocketAddr>,
     /// Set to stop the server.
@@ -378,10 +384,18 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Shared state for `peers.len()` connection workers, listening on
-    /// `addrs` with sockets `listen_fds`.
-    pub fn new(config: Config, addrs: Vec<SocketAddr>, listen_fds: Vec<RawFd>, peers: Vec<Peer>) -> Shared {
+    /// Shared state for `peers.len()` connection workers of process `rank`
+    /// of `processes`, listening on `addrs` with sockets `listen_fds`.
+    pub fn new(
+        config: Config,
+        (rank, processes): (usize, usize),
+        addrs: Vec<SocketAddr>,
+        listen_fds: Vec<RawFd>,
+        peers: Vec<Peer>,
+    ) -> Shared {
         Shared {
+            rank,
+            processes,
             verbosity: AtomicU32::new(u32::from(config.verbose)),
             listeners: listen_fds
                 .into_iter()

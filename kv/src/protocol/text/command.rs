@@ -19,6 +19,9 @@ pub enum StatsKind {
     Reset,
     /// `stats conns`
     Conns,
+    /// `stats process N`: the general statistics of one process of a
+    /// multi-process server (this server's own).
+    Process(u32),
 }
 
 /// One parsed command. Slices borrow from the connection's read buffer.

@@ -352,6 +352,10 @@ fn stats<'a>(t: &Tokens<'a>) -> Command<'a> {
         b"slabs" => Command::Stats(StatsKind::Slabs),
         b"sizes" => Command::Stats(StatsKind::Sizes),
         b"conns" => Command::Stats(StatsKind::Conns),
+        b"process" => match std::str::from_utf8(t.get(2)).ok().and_then(|r| r.parse().ok()) {
+            Some(rank) if t.n == 3 => Command::Stats(StatsKind::Process(rank)),
+            _ => reply(replies::BAD_FORMAT, false),
+        },
         b"detail" => match c_str(t.get(2)) {
             _ if t.n < 3 => reply(replies::DETAIL_USAGE, false),
             b"on" | b"off" => reply(replies::OK, false),

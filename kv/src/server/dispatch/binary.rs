@@ -2,16 +2,17 @@
 
 use std::rc::Rc;
 
-use super::text::gathered;
 use super::{Env, Flow};
 use crate::protocol::binary::reply as bin_reply;
 use crate::protocol::binary::{opcode, status, BinCtx, Frame, Header};
 use crate::protocol::text::StatsKind;
+use crate::server::agent::AgentOp;
 use crate::server::local::ConnShared;
 use crate::server::outq::{Ctx, Reply};
-use crate::server::report::{self, BinSink, VERSION};
+use crate::server::report::{self, BinSink, Totals, VERSION};
+use crate::server::shards::Scope;
 use crate::server::shared::bump;
-use crate::store::{Op, ShardStats, StoreMode};
+use crate::store::{Op, StoreMode};
 
 fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
@@ -102,18 +103,13 @@ fn request(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, extras: &[u8], key:
         opcode::FLUSH => {
             bump(&env.counters.cmd_flush, 1);
             let delay = if extras.len() == 4 { i64::from(be32(extras)) } else { 0 };
-            env.shared.note_flush(delay);
-            shards.broadcast(
-                conn,
-                || Op::Flush { delay },
-                move |_| {
-                    let mut out = Vec::new();
-                    if !quiet {
-                        bin_reply::ok(&mut out, ctx, 0);
-                    }
-                    Reply::Bytes(out)
-                },
-            );
+            shards.broadcast(conn, Scope::All, Some(Op::Flush { delay }), Some(AgentOp::Flush(delay)), move |_| {
+                let mut out = Vec::new();
+                if !quiet {
+                    bin_reply::ok(&mut out, ctx, 0);
+                }
+                Reply::Bytes(out)
+            });
         }
         opcode::NOOP => {
             let mut out = Vec::new();
@@ -140,27 +136,33 @@ fn stat(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, key: &[u8]) {
         b"slabs" => StatsKind::Slabs,
         b"sizes" => StatsKind::Sizes,
         b"reset" => StatsKind::Reset,
-        _ => return error(conn, h, status::KEY_ENOENT),
+        _ => match key.strip_prefix(b"process ").and_then(|r| std::str::from_utf8(r).ok()?.parse().ok()) {
+            Some(rank) => StatsKind::Process(rank),
+            None => return error(conn, h, status::KEY_ENOENT),
+        },
     };
     let shared = env.shared.clone();
     match kind {
-        StatsKind::Reset => env.shards.broadcast(
-            conn,
-            || Op::Stats { reset: true },
-            move |_| {
-                shared.reset_counters();
+        StatsKind::Reset => {
+            env.shards.broadcast(conn, Scope::All, Some(Op::Stats { reset: true }), Some(AgentOp::Reset), move |_| {
                 let mut out = Vec::new();
                 bin_reply::stat(&mut out, ctx, b"", b"");
                 Reply::Bytes(out)
-            },
-        ),
-        StatsKind::Settings | StatsKind::Sizes => {
-            conn.push(Reply::Bytes(report::write(BinSink::new(ctx), kind, env.shared, &ShardStats::default())));
+            })
         }
-        _ => env.shards.broadcast(
-            conn,
-            || Op::Stats { reset: false },
-            move |outs| Reply::Bytes(report::write(BinSink::new(ctx), kind, &shared, &gathered(outs))),
-        ),
+        StatsKind::Settings | StatsKind::Sizes => {
+            conn.push(Reply::Bytes(report::write(BinSink::new(ctx), kind, env.shared, &Totals::default())));
+        }
+        StatsKind::Process(r) if r as usize >= env.shards.processes() => error(conn, h, status::KEY_ENOENT),
+        _ => {
+            let (scope, agent_op) = match kind {
+                StatsKind::Process(r) => (Scope::Rank(r as usize), Some(AgentOp::Stats)),
+                StatsKind::General => (Scope::All, Some(AgentOp::Stats)),
+                _ => (Scope::All, None),
+            };
+            env.shards.broadcast(conn, scope, Some(Op::Stats { reset: false }), agent_op, move |g| {
+                Reply::Bytes(report::write(BinSink::new(ctx), kind, &shared, &Totals::gather(g, scope)))
+            })
+        }
     }
 }

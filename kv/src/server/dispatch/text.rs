@@ -2,15 +2,16 @@
 //! in command order.
 
 use std::rc::Rc;
-use std::sync::atomic::Ordering;
 
 use super::{Env, Flow};
 use crate::protocol::text::{replies, Command, StatsKind, TextKind};
+use crate::server::agent::AgentOp;
 use crate::server::local::ConnShared;
 use crate::server::outq::{Ctx, Reply};
-use crate::server::report::{self, TextSink, VERSION};
+use crate::server::report::{self, TextSink, Totals, VERSION};
+use crate::server::shards::Scope;
 use crate::server::shared::bump;
-use crate::store::{Op, Outcome, ShardStats};
+use crate::store::Op;
 
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 const RESET: &[u8] = b"RESET\r\n";
@@ -68,41 +69,47 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
         Command::FlushAll { delay, noreply } => {
             bump(&env.counters.cmd_flush, 1);
             let delay = i64::from(delay);
-            env.shared.note_flush(delay);
-            shards.broadcast(
-                conn,
-                || Op::Flush { delay },
-                move |_| if noreply { Reply::Nothing } else { Reply::Static(replies::OK) },
-            );
+            shards.broadcast(conn, Scope::All, Some(Op::Flush { delay }), Some(AgentOp::Flush(delay)), move |_| {
+                if noreply {
+                    Reply::Nothing
+                } else {
+                    Reply::Static(replies::OK)
+                }
+            });
         }
         Command::Stats(StatsKind::Reset) => {
-            let shared = env.shared.clone();
-            shards.broadcast(
-                conn,
-                || Op::Stats { reset: true },
-                move |_| {
-                    shared.reset_counters();
-                    Reply::Static(RESET)
-                },
-            );
+            shards.broadcast(conn, Scope::All, Some(Op::Stats { reset: true }), Some(AgentOp::Reset), move |_| {
+                Reply::Static(RESET)
+            });
         }
         Command::Stats(kind @ (StatsKind::Settings | StatsKind::Sizes | StatsKind::Conns)) => {
-            conn.push(Reply::Bytes(report::write(TextSink::default(), kind, env.shared, &ShardStats::default())));
+            conn.push(Reply::Bytes(report::write(TextSink::default(), kind, env.shared, &Totals::default())));
+        }
+        Command::Stats(StatsKind::Process(rank)) if rank as usize >= shards.processes() => {
+            conn.push(Reply::Bytes(
+                format!("CLIENT_ERROR no process {rank}: the program has {}\r\n", shards.processes()).into_bytes(),
+            ));
         }
         Command::Stats(kind) => {
             let shared = env.shared.clone();
-            shards.broadcast(
-                conn,
-                || Op::Stats { reset: false },
-                move |outs| Reply::Bytes(report::write(TextSink::default(), kind, &shared, &gathered(outs))),
-            );
+            let (scope, agent_op) = match kind {
+                StatsKind::Process(r) => (Scope::Rank(r as usize), Some(AgentOp::Stats)),
+                StatsKind::General => (Scope::All, Some(AgentOp::Stats)),
+                _ => (Scope::All, None),
+            };
+            shards.broadcast(conn, scope, Some(Op::Stats { reset: false }), agent_op, move |g| {
+                Reply::Bytes(report::write(TextSink::default(), kind, &shared, &Totals::gather(g, scope)))
+            });
         }
         Command::Version => conn.push(Reply::Bytes(format!("VERSION {VERSION}\r\n").into_bytes())),
         Command::Verbosity { level, noreply } => {
-            set_verbosity(env, level);
-            if !noreply {
-                conn.push(Reply::Static(replies::OK));
-            }
+            shards.broadcast(conn, Scope::All, None, Some(AgentOp::Verbosity(level)), move |_| {
+                if noreply {
+                    Reply::Nothing
+                } else {
+                    Reply::Static(replies::OK)
+                }
+            });
         }
         Command::Quit | Command::Close => {
             conn.push(Reply::Close);
@@ -115,21 +122,4 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
         }
     }
     Flow::Continue
-}
-
-/// Sums shard stats outcomes.
-pub fn gathered(outs: Vec<Outcome>) -> ShardStats {
-    let stats: Vec<ShardStats> = outs
-        .into_iter()
-        .filter_map(|o| match o {
-            Outcome::Stats(s) => Some(*s),
-            _ => None,
-        })
-        .collect();
-    report::sum(&stats)
-}
-
-/// Applies `verbosity <n>` (kept for `stats settings`).
-fn set_verbosity(env: &Env<'_>, level: u32) {
-    env.shared.verbosity.store(level, Ordering::Relaxed);
 }
