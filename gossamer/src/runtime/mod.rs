@@ -5,6 +5,7 @@ pub(crate) mod context;
 mod fence;
 pub(crate) mod join;
 pub(crate) mod park;
+mod parker;
 mod pool;
 pub(crate) mod shared;
 pub(crate) mod worker;
@@ -16,6 +17,7 @@ use std::time::{Duration, Instant};
 
 pub use builder::Builder;
 pub use join::JoinHandle;
+pub use parker::{Parker, Unparker};
 pub use pool::ThreadPool;
 
 use crate::error::Error;

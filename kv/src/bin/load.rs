@@ -27,6 +27,34 @@ enum Cmd {
     Compare(CompareArgs),
     /// YCSB core workload C or D: load records, then read (and insert).
     Ycsb(YcsbArgs),
+    /// Medians (a Markdown table) and a plot of the YCSB runs in a CSV.
+    YcsbReport(ReportArgs),
+}
+
+#[derive(Args)]
+struct ReportArgs {
+    /// The CSV that `ycsb --csv` appended to.
+    #[arg(long)]
+    csv: PathBuf,
+    /// Throughput ratios are against this label.
+    #[arg(long, default_value = "memcached")]
+    baseline: String,
+    /// Draw throughput against server processes into this PNG.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// The plot's title.
+    #[arg(long, default_value = "YCSB throughput against server processes")]
+    title: String,
+}
+
+fn ycsb_report(a: &ReportArgs) -> std::io::Result<bool> {
+    let points = load::sweep::medians(&a.csv).map_err(std::io::Error::other)?;
+    print!("{}", load::sweep::table(&points, &a.baseline));
+    if let Some(out) = &a.plot {
+        load::sweep::plot(&points, out, &a.title).map_err(std::io::Error::other)?;
+        println!("plot: {}", out.display());
+    }
+    Ok(true)
 }
 
 #[derive(Args)]
@@ -80,6 +108,7 @@ fn main() -> ExitCode {
         Cmd::Run(a) => run(a),
         Cmd::Compare(a) => load::compare(a),
         Cmd::Ycsb(a) => load::ycsb::main(a),
+        Cmd::YcsbReport(a) => ycsb_report(a),
     };
     match res {
         Ok(true) => ExitCode::SUCCESS,

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod driver;
 pub mod ketama;
 pub mod report;
+pub mod sweep;
 pub mod workload;
 pub mod ycsb;
 

@@ -8,6 +8,8 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use gossamer::Unparker;
+
 use super::outq::{OutQueue, Reply};
 
 /// Per-worker bookkeeping: requests in flight per trustee, and the
@@ -16,15 +18,35 @@ pub struct Local {
     outstanding: Box<[Cell<u32>]>,
     total: Cell<u32>,
     ready: RefCell<Vec<usize>>,
+    /// In parking mode: the worker's fiber is parked, and what wakes it.
+    parked: Cell<bool>,
+    unparker: Option<Unparker>,
 }
 
 impl Local {
-    /// Bookkeeping for a runtime of `workers` threads.
-    pub fn new(workers: usize) -> Local {
+    /// Bookkeeping for a program of `workers` threads; `unparker` wakes
+    /// the worker when it parks (parking mode).
+    pub fn new(workers: usize, unparker: Option<Unparker>) -> Local {
         Local {
             outstanding: (0..workers).map(|_| Cell::new(0)).collect(),
             total: Cell::new(0),
             ready: RefCell::new(Vec::new()),
+            parked: Cell::new(false),
+            unparker,
+        }
+    }
+
+    /// The worker parks (true) or runs again (false).
+    pub fn set_parked(&self, parked: bool) {
+        self.parked.set(parked);
+    }
+
+    /// Wakes the worker if it is parked: something is ready for it.
+    fn wake(&self) {
+        if self.parked.get() {
+            if let Some(u) = &self.unparker {
+                u.unpark();
+            }
         }
     }
 
@@ -107,6 +129,7 @@ impl ConnShared {
     pub fn mark_ready(&self) {
         if !self.dead.get() && !self.queued.replace(true) {
             self.local.ready.borrow_mut().push(self.slot);
+            self.local.wake();
         }
     }
 

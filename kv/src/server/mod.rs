@@ -15,6 +15,7 @@ pub mod report;
 mod shards;
 mod shared;
 mod wake;
+mod watcher;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -13,6 +13,7 @@ use mio::{Poll, Waker};
 use super::placement::Placement;
 use super::reactor;
 use super::shared::{Peer, Shared};
+use super::watcher::Watcher;
 use crate::config::Config;
 use crate::error::Error;
 
@@ -60,7 +61,10 @@ pub fn prepare(config: Config, rank: usize, processes: usize) -> Result<Prepared
     let peers: Vec<Peer> =
         polls.iter().map(|p| Waker::new(p.registry(), reactor::WAKER).map(Peer::new)).collect::<Result<_, _>>()?;
     let listen_fds = listeners.iter().map(AsRawFd::as_raw_fd).collect();
-    let shared = Arc::new(Shared::new(config, (rank, processes), addrs, listen_fds, peers));
+    // Workers of a multi-process program park instead of blocking in their
+    // pollers (see the watcher's module).
+    let watcher = if processes > 1 { Some(Watcher::start(polls.len())?) } else { None };
+    let shared = Arc::new(Shared::new(config, (rank, processes), addrs, listen_fds, peers, watcher));
     Ok(Prepared { shared, polls, listeners })
 }
 

@@ -27,6 +27,9 @@ use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::os::fd::AsRawFd;
+
+use gossamer::Parker;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
@@ -76,6 +79,8 @@ pub struct Init {
 struct Reactor {
     index: usize,
     base: usize,
+    /// Parking mode (a multi-process program): how this worker sleeps.
+    parker: Option<Parker>,
     poll: Poll,
     listeners: Vec<TcpListener>,
     shared: Arc<Shared>,
@@ -94,9 +99,25 @@ struct Reactor {
 /// Runs a connection worker until the server stops.
 pub fn run(init: Init) {
     let threads = init.placement.threads();
+    let (parker, unparker) = match &init.shared.watcher {
+        Some(w) => {
+            let (p, u) = Parker::new();
+            match w.register(init.index, init.poll.as_raw_fd(), u.clone()) {
+                Ok(()) => (Some(p), Some(u)),
+                Err(e) => {
+                    // Without the watcher, polling without blocking still
+                    // serves everyone, at the cost of a busy core.
+                    tracing::error!("cannot watch connection worker {}: {e}; it will not sleep", init.index);
+                    (None, None)
+                }
+            }
+        }
+        None => (None, None),
+    };
     let mut r = Reactor {
         index: init.index,
         base: init.base,
+        parker,
         poll: init.poll,
         listeners: init.listeners,
         limits: Limits { item_size_max: init.shared.config.item_size_max },
@@ -104,7 +125,7 @@ pub fn run(init: Init) {
         wait_spin: Duration::from_micros(init.shared.config.wait_spin_us),
         shared: init.shared,
         shards: Shards::new(init.placement, init.base + init.index, init.local_first),
-        local: Rc::new(Local::new(threads)),
+        local: Rc::new(Local::new(threads, unparker)),
         conns: Vec::new(),
         free: Vec::new(),
         backlog: Vec::new(),
@@ -136,8 +157,12 @@ impl Reactor {
             } else {
                 let since = *quiet_since.get_or_insert_with(Instant::now);
                 let spin = if self.local.total() == 0 { self.spin } else { self.wait_spin };
-                if self.may_sleep() && since.elapsed() >= spin {
-                    sleep = self.prepare_sleep();
+                if since.elapsed() >= spin {
+                    if self.parker.is_some() {
+                        self.park();
+                    } else if self.may_sleep() {
+                        sleep = self.prepare_sleep();
+                    }
                 }
             }
             let polled = self.poll.poll(&mut events, Some(if sleep { SLEEP_MAX } else { Duration::ZERO }));
@@ -203,6 +228,27 @@ impl Reactor {
     fn may_sleep(&self) -> bool {
         let ours = self.base..self.base + self.shared.peers.len();
         self.local.total() == 0 || self.local.total() == ours.clone().map(|w| self.local.outstanding(w)).sum::<u32>()
+    }
+
+    /// Parking mode: sleeps until the watcher sees I/O for this worker or a
+    /// reply is ready (see [`super::watcher`]); meanwhile the thread serves
+    /// delegated requests and sleeps on the runtime's doorbell.
+    fn park(&mut self) {
+        let Some(watcher) = &self.shared.watcher else { return };
+        if let Err(e) = watcher.arm(self.index) {
+            tracing::error!("cannot watch connection worker {}: {e}", self.index);
+            return;
+        }
+        // Nothing else runs on this thread until the park: a reply that
+        // completes from here on finds the flag and unparks us.
+        self.local.set_parked(true);
+        if !self.local.has_ready() && !self.shared.stop.load(Ordering::Acquire) {
+            if let Some(p) = &self.parker {
+                p.park();
+            }
+        }
+        self.local.set_parked(false);
+        clock::tick();
     }
 
     /// Announces that this worker is about to block and has a last look.

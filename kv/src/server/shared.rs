@@ -381,6 +381,10 @@ pub struct Shared {
     pub oldest_live: AtomicU32,
     /// Counter values at the last `stats reset`.
     baseline: Mutex<CounterValues>,
+    /// In a multi-process program, the watcher the connection workers park
+    /// with (see [`super::watcher`]); `None` for a server of one process,
+    /// whose workers block in their pollers.
+    pub watcher: Option<super::watcher::Watcher>,
 }
 
 impl Shared {
@@ -392,8 +396,10 @@ impl Shared {
         addrs: Vec<SocketAddr>,
         listen_fds: Vec<RawFd>,
         peers: Vec<Peer>,
+        watcher: Option<super::watcher::Watcher>,
     ) -> Shared {
         Shared {
+            watcher,
             rank,
             processes,
             verbosity: AtomicU32::new(u32::from(config.verbose)),
