@@ -5,7 +5,6 @@
 //! Needs root and UCX; skips loudly without them, and fails instead with
 //! `GOSSAMER_REQUIRE_NETNS=1` / `GOSSAMER_REQUIRE_UCX=1` (CI sets both).
 
-#[allow(dead_code)]
 #[path = "../../gossamer/tests/common/netns.rs"]
 mod netns;
 
