@@ -26,6 +26,11 @@ DEPTH=${DEPTH:-8}
 CSV=${CSV:-kv-ycsb.csv}
 PLOT=${PLOT:-kv-ycsb.png}
 BIN=${BIN:-target/release}
+# Extra gossamer-kv flags (e.g. --local-first), and the label of its rows.
+KV_FLAGS=${KV_FLAGS:-}
+KV_LABEL=${KV_LABEL:-gossamer-kv}
+# Set to skip the memcached runs (e.g. to compare gossamer-kv flags only).
+NO_MEMCACHED=${NO_MEMCACHED:-}
 
 if [[ -z "${NO_BUILD:-}" ]]; then
     cargo build --release -q -p gossamer-kv
@@ -44,16 +49,22 @@ trap cleanup EXIT
 # Starts gossamer-kv over $1 processes; sets $servers to its addresses.
 start_kv() {
     local n=$1
-    "$BIN/gossamer-kv" --processes "$n" -t "$THREADS" -m "$MEMORY" -p 0 >"$log" 2>&1 &
+    # shellcheck disable=SC2086 # KV_FLAGS is a list of flags
+    "$BIN/gossamer-kv" --processes "$n" -t "$THREADS" -m "$MEMORY" -p 0 $KV_FLAGS >"$log" 2>&1 &
     pid=$!
-    for _ in $(seq 300); do
-        if [[ $(grep -c ' listening on ' "$log" || true) -ge $n ]]; then break; fi
+    local waited=0
+    for waited in $(seq 600); do
+        if [[ $(grep -c ' listening on .*:[0-9][0-9]*$' "$log" || true) -ge $n ]]; then break; fi
         if ! kill -0 "$pid" 2>/dev/null; then cat "$log" >&2; echo "gossamer-kv failed to start" >&2; exit 1; fi
         sleep 0.1
     done
     servers=()
     while read -r addr; do servers+=(--server "$addr"); done < <(awk '/ listening on /{print $NF}' "$log")
-    if [[ ${#servers[@]} -ne $((2 * n)) ]]; then cat "$log" >&2; echo "expected $n addresses" >&2; exit 1; fi
+    if [[ ${#servers[@]} -ne $((2 * n)) ]]; then
+        cat "$log" >&2
+        echo "expected $n addresses after $((waited / 10)) s, got ${#servers[@]} words: ${servers[*]}" >&2
+        exit 1
+    fi
 }
 
 stop_kv() {
@@ -67,14 +78,16 @@ for rep in $(seq "$REPS"); do
         for w in c d; do
             echo "run $rep/$REPS: workload $w, $n server process(es)" >&2
             start_kv "$n"
-            "$BIN/gossamer-kv-load" "${load[@]}" --workload "$w" --label gossamer-kv --route any "${servers[@]}"
+            "$BIN/gossamer-kv-load" "${load[@]}" --workload "$w" --label "$KV_LABEL" --route any "${servers[@]}"
             stop_kv
-            "$BIN/gossamer-kv-load" "${load[@]}" --workload "$w" --label memcached --route ketama \
-                --spawn-memcached "$n" --server-threads "$THREADS" --server-memory "$MEMORY"
+            if [[ -z "$NO_MEMCACHED" ]]; then
+                "$BIN/gossamer-kv-load" "${load[@]}" --workload "$w" --label memcached --route ketama \
+                    --spawn-memcached "$n" --server-threads "$THREADS" --server-memory "$MEMORY"
+            fi
         done
     done
 done
 
 echo "medians over $REPS runs; $(nproc) cores, each server process $THREADS threads:"
-"$BIN/gossamer-kv-load" ycsb-report --csv "$CSV" --baseline memcached --plot "$PLOT" \
+"$BIN/gossamer-kv-load" ycsb-report --csv "$CSV" --baseline "${BASELINE:-memcached}" --plot "$PLOT" \
     --title "YCSB C and D: gossamer-kv over N processes vs N memcached servers ($(nproc) cores)"
