@@ -155,6 +155,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime with fibers")]
     fn unpark_before_park_is_kept() {
         let rt = Runtime::builder().workers(1).build().unwrap();
         rt.block_on(|| {
@@ -166,6 +167,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime with fibers")]
     fn parked_fiber_lets_its_thread_serve_and_wakes_from_outside() {
         let rt = Runtime::builder().workers(2).build().unwrap();
         rt.block_on(|| {
@@ -190,6 +192,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime with fibers")]
     fn ping_pong_between_workers() {
         let rt = Runtime::builder().workers(2).build().unwrap();
         rt.block_on(|| {
