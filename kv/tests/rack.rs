@@ -434,3 +434,93 @@ fn bad_settings_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("port 65535 + rank 1 is not a TCP port"), "{err}");
 }
+
+/// Started by Open MPI's `mpirun` like any Gossamer program (the ranks meet
+/// at `GOSSAMER_RENDEZVOUS`). Skips loudly without `mpirun`; fails instead
+/// with `GOSSAMER_REQUIRE_MPI=1` (CI sets it and installs openmpi-bin).
+#[test]
+fn started_by_mpirun() {
+    let found = Command::new("mpirun").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok();
+    if !found {
+        if std::env::var("GOSSAMER_REQUIRE_MPI").as_deref() == Ok("1") {
+            panic!("mpirun is not installed and GOSSAMER_REQUIRE_MPI=1");
+        }
+        eprintln!("SKIPPED: mpirun is not installed (apt-get install openmpi-bin)");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let sock = std::env::temp_dir().join(format!("kv-mpirun-{}.sock", std::process::id()));
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "-x"])
+        .arg(format!("GOSSAMER_RENDEZVOUS={}", sock.display()))
+        .arg(env!("CARGO_BIN_EXE_gossamer-kv"))
+        .args(["-t", "1", "-p", "0", "-l", "127.0.0.1"])
+        .env_remove("GOSSAMER_PROCESSES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    // SAFETY: setpgid is async-signal-safe: mpirun and its ranks get a
+    // process group of their own, which the test signals as a whole.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pgid = child.id() as i32;
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut addrs = Vec::new();
+    while addrs.len() < 2 {
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) else {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("mpirun's program did not report its addresses");
+        };
+        if line.contains(" listening on ") {
+            addrs.push(line.rsplit(' ').next().unwrap().parse::<SocketAddr>().unwrap());
+        }
+    }
+    let mut a = Raw::connect(addrs[0]);
+    let mut b = Raw::connect(addrs[1]);
+    for i in 0..20 {
+        a.check(format!("set m{i} 0 0 2\r\nv{}\r\n", i % 10).as_bytes(), b"STORED\r\n");
+    }
+    for i in 0..20 {
+        b.check(format!("get m{i}\r\n").as_bytes(), format!("VALUE m{i} 0 2\r\nv{}\r\nEND\r\n", i % 10).as_bytes());
+    }
+    assert_eq!(stat(&stats(&mut b, ""), "processes"), "2");
+    // mpirun forwards SIGTERM to its ranks; the program stops cleanly.
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(pgid, libc::SIGTERM) };
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > TIMEOUT {
+            // SAFETY: as above.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            panic!("mpirun did not end after SIGTERM");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_file(&sock);
+    eprintln!("mpirun ended with {status}");
+    a.expect_closed();
+    // Nothing of the program is left (give the last rank a moment to go).
+    let start = Instant::now();
+    // SAFETY: signal 0 only checks that the process group exists.
+    while unsafe { libc::kill(-pgid, 0) } == 0 {
+        assert!(start.elapsed() < TIMEOUT, "a rank outlived mpirun");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
