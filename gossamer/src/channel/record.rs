@@ -238,7 +238,7 @@ impl<'a> Responder<'a> {
 
     /// Answers with `r`, serializing it when the client is in another process.
     #[inline(always)]
-    pub(crate) fn put_any<U: serde::Serialize>(&mut self, r: thread::Result<U>) {
+    pub(crate) fn put_any<U: serde::Serialize + 'static>(&mut self, r: thread::Result<U>) {
         if self.far.is_some() {
             self.put_remote(r)
         } else {
@@ -248,7 +248,7 @@ impl<'a> Responder<'a> {
 
     /// Answers a client in another process: the value serialized, or the
     /// panic's message.
-    pub(crate) fn put_remote<U: serde::Serialize>(&mut self, r: thread::Result<U>) {
+    pub(crate) fn put_remote<U: serde::Serialize + 'static>(&mut self, r: thread::Result<U>) {
         match r {
             Ok(v) => {
                 let sent = super::remote::try_with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK));
@@ -382,7 +382,7 @@ pub(crate) fn is_remote_response(rec: *const Word) -> bool {
 /// # Safety
 /// `rec` must be a response written by `Responder::put_remote::<U>`, taken
 /// once, with the bulk area still unchanged.
-pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned>(
+pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned + 'static>(
     rec: *const Word,
     resp_bulk: *const u8,
 ) -> thread::Result<U> {

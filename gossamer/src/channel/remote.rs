@@ -12,6 +12,7 @@
 //!   to the pair's bulk area, and the record carries their offset.
 //! * **Panics** travel as their message.
 
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -106,12 +107,48 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The bytes of a value that crosses as plain bytes: `Vec<u8>`, `String`
+/// and `Box<[u8]>` are sent as their own bytes, copied once into the slot or
+/// bulk area and once out, instead of through serde (which writes and reads
+/// a `Vec<u8>` byte by byte, as a sequence). Both sides know the type, so
+/// they agree on the format.
+fn plain_bytes<V: Any>(v: &V) -> Option<&[u8]> {
+    let a = v as &dyn Any;
+    if let Some(b) = a.downcast_ref::<Vec<u8>>() {
+        return Some(b);
+    }
+    if let Some(s) = a.downcast_ref::<String>() {
+        return Some(s.as_bytes());
+    }
+    a.downcast_ref::<Box<[u8]>>().map(|b| &b[..])
+}
+
+/// Rebuilds a value sent by [`plain_bytes`], or `None` when `V` is not one
+/// of those types.
+fn from_plain_bytes<V: Any>(bytes: &[u8]) -> Option<Result<V, String>> {
+    let t = TypeId::of::<V>();
+    let boxed: Box<dyn Any> = if t == TypeId::of::<Vec<u8>>() {
+        Box::new(bytes.to_vec())
+    } else if t == TypeId::of::<String>() {
+        match String::from_utf8(bytes.to_vec()) {
+            Ok(s) => Box::new(s),
+            Err(e) => return Some(Err(format!("gossamer: malformed string from another process: {e}"))),
+        }
+    } else if t == TypeId::of::<Box<[u8]>>() {
+        Box::new(Box::<[u8]>::from(bytes))
+    } else {
+        return None;
+    };
+    Some(Ok(*boxed.downcast::<V>().expect("the type was checked")))
+}
+
 /// Serializes `v` into the thread's scratch buffer, framed for another
-/// process (see [`transfer`](super::transfer)), and runs `f` on the bytes.
+/// process (see [`transfer`](super::transfer)), and runs `f` on the bytes;
+/// plain bytes go as they are (see [`plain_bytes`]).
 ///
 /// # Panics
 /// If `v` cannot be serialized (its `Serialize` fails or panics).
-pub(crate) fn with_serialized<V: Serialize + ?Sized, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> R {
+pub(crate) fn with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> R {
     match try_with_serialized(v, f) {
         Ok(r) => r,
         Err(e) => panic!("{e}"),
@@ -120,7 +157,10 @@ pub(crate) fn with_serialized<V: Serialize + ?Sized, R>(v: &V, f: impl FnOnce(&[
 
 /// As [`with_serialized`], returning a failure to serialize (an error or a
 /// panic in `v`'s `Serialize`) instead of panicking.
-pub(crate) fn try_with_serialized<V: Serialize + ?Sized, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> Result<R, String> {
+pub(crate) fn try_with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> Result<R, String> {
+    if let Some(bytes) = plain_bytes(v) {
+        return Ok(f(bytes));
+    }
     let encoded = SCRATCH.with(|s| {
         let mut buf = s.take();
         buf.clear();
@@ -156,13 +196,16 @@ pub(crate) fn try_with_serialized<V: Serialize + ?Sized, R>(v: &V, f: impl FnOnc
 ///
 /// # Panics
 /// If the bytes do not hold a `V` (or its `Deserialize` refuses them).
-pub(crate) fn deserialize<V: DeserializeOwned>(bytes: &[u8]) -> V {
+pub(crate) fn deserialize<V: DeserializeOwned + 'static>(bytes: &[u8]) -> V {
     try_deserialize(bytes).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Deserializes a value written by `with_serialized`, or says why not. A
 /// panic in `V`'s `Deserialize` becomes an error too.
-pub(crate) fn try_deserialize<V: DeserializeOwned>(bytes: &[u8]) -> Result<V, String> {
+pub(crate) fn try_deserialize<V: DeserializeOwned + 'static>(bytes: &[u8]) -> Result<V, String> {
+    if let Some(v) = from_plain_bytes(bytes) {
+        return v;
+    }
     let _ = super::transfer::take_refusal();
     match catch_unwind(AssertUnwindSafe(|| super::transfer::decode(bytes, |b| postcard::from_bytes::<V>(b)))) {
         Ok(Ok(Ok(v))) => Ok(v),
@@ -276,6 +319,41 @@ mod tests {
         fn decoding_arbitrary_value_bytes_never_panics(body in proptest::collection::vec(proptest::num::u8::ANY, 0..128)) {
             let _ = postcard::from_bytes::<(u64, String, Vec<u32>)>(&body);
             let _ = postcard::from_bytes::<Result<Vec<u8>, String>>(&body);
+        }
+    }
+
+    #[test]
+    fn plain_bytes_cross_as_themselves() {
+        let v: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+        // No framing: the bytes sent are the vector's own.
+        assert_eq!(with_serialized(&v, <[u8]>::to_vec), v);
+        assert_eq!(with_serialized(&v, deserialize::<Vec<u8>>), v);
+        let s = String::from("grüße, 世界");
+        assert_eq!(with_serialized(&s, <[u8]>::to_vec), s.as_bytes());
+        assert_eq!(with_serialized(&s, deserialize::<String>), s);
+        let b: Box<[u8]> = vec![9u8; 77].into_boxed_slice();
+        assert_eq!(with_serialized(&b, deserialize::<Box<[u8]>>), b);
+        assert_eq!(with_serialized(&Vec::<u8>::new(), deserialize::<Vec<u8>>), Vec::<u8>::new());
+        // A string that is not UTF-8 is refused, not trusted.
+        let e = try_deserialize::<String>(&[0xff, 0xfe]).unwrap_err();
+        assert!(e.contains("malformed string"), "{e}");
+        // Other types still go through serde (with the framing trailer).
+        let framed = with_serialized(&vec![1u16, 2], <[u8]>::to_vec);
+        assert_ne!(framed, [1, 0, 2, 0]);
+        assert_eq!(deserialize::<Vec<u16>>(&framed), [1, 2]);
+    }
+
+    #[cfg(not(miri))]
+    proptest::proptest! {
+        /// Any bytes, as any of the plain types: exact, or refused.
+        #[test]
+        fn plain_bytes_round_trip_or_are_refused(body in proptest::collection::vec(proptest::num::u8::ANY, 0..3000)) {
+            proptest::prop_assert_eq!(try_deserialize::<Vec<u8>>(&body).unwrap(), body.clone());
+            proptest::prop_assert_eq!(&*try_deserialize::<Box<[u8]>>(&body).unwrap(), &body[..]);
+            match try_deserialize::<String>(&body) {
+                Ok(s) => proptest::prop_assert_eq!(s.as_bytes(), &body[..]),
+                Err(_) => proptest::prop_assert!(std::str::from_utf8(&body).is_err()),
+            }
         }
     }
 

@@ -116,7 +116,7 @@ impl<U> Waiter<U> {
     /// another process too large for its response: it is pulled first.
     pub(crate) fn wait_transfer(&self) -> U
     where
-        U: serde::de::DeserializeOwned,
+        U: serde::de::DeserializeOwned + 'static,
     {
         loop {
             // SAFETY: the completion writes only while we are suspended.

@@ -34,13 +34,13 @@ fn pull(lr: LargeResult) -> Result<Vec<u8>, String> {
 }
 
 /// The value behind a large result, pulled and deserialized.
-pub(crate) fn finish<U: DeserializeOwned>(lr: LargeResult) -> thread::Result<U> {
+pub(crate) fn finish<U: DeserializeOwned + 'static>(lr: LargeResult) -> thread::Result<U> {
     let r = pull(lr).and_then(|bytes| crate::channel::remote::try_deserialize::<U>(&bytes));
     r.map_err(|m| Box::new(m) as Box<dyn std::any::Any + Send>)
 }
 
 /// If `r` is a large result, the pulled value; else `r` itself.
-pub(crate) fn resolve<U: DeserializeOwned>(r: thread::Result<U>) -> thread::Result<U> {
+pub(crate) fn resolve<U: DeserializeOwned + 'static>(r: thread::Result<U>) -> thread::Result<U> {
     match r {
         Err(p) => match p.downcast::<LargeResult>() {
             Ok(lr) => finish(*lr),

@@ -127,7 +127,7 @@ mod tests {
     }
 
     /// The framed bytes gossamer would send for `v`.
-    fn sent<V: Serialize>(v: &V) -> Vec<u8> {
+    fn sent<V: Serialize + 'static>(v: &V) -> Vec<u8> {
         with_serialized(v, <[u8]>::to_vec)
     }
 

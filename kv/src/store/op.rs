@@ -2,7 +2,9 @@
 //!
 //! Requests travel to the shard's trustee through `apply_with`, so they are
 //! plain owned data (serializable, as the runtime requires for arguments
-//! that may cross processes). Results come back as copies: a connection
+//! that may cross processes). Keys and values are marked `serde_bytes`, so
+//! that between processes they are copied as byte strings rather than
+//! serialized byte by byte. Results come back as copies: a connection
 //! worker never touches the table itself.
 
 use serde::{Deserialize, Serialize};
@@ -32,6 +34,7 @@ pub enum Op {
     /// Read an item, optionally setting a new expiration time (gat, touch).
     Get {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// New client expiration time, for gat and touch.
         touch: Option<i64>,
@@ -43,6 +46,7 @@ pub enum Op {
         /// The mode.
         mode: StoreMode,
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// Client flags (ignored by append and prepend).
         flags: u32,
@@ -51,11 +55,13 @@ pub enum Op {
         /// CAS value to compare, or 0.
         cas: u64,
         /// The value.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
     },
     /// Remove an item (if its CAS value matches, when `cas` is not 0).
     Delete {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// CAS value to compare, or 0.
         cas: u64,
@@ -63,6 +69,7 @@ pub enum Op {
     /// Increment or decrement a decimal value.
     Arith {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
         /// Increment (true) or decrement.
         incr: bool,
@@ -77,6 +84,7 @@ pub enum Op {
     /// Remove an item without counting it as a delete (after a failed set).
     Unlink {
         /// The key.
+        #[serde(with = "serde_bytes")]
         key: Vec<u8>,
     },
     /// Invalidate items: now (`delay` <= 0) or at a later time.
@@ -95,12 +103,14 @@ pub enum Op {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hit {
     /// The key, handed back.
+    #[serde(with = "serde_bytes")]
     pub key: Vec<u8>,
     /// Client flags.
     pub flags: u32,
     /// CAS value.
     pub cas: u64,
     /// The value.
+    #[serde(with = "serde_bytes")]
     pub data: Vec<u8>,
 }
 
@@ -110,7 +120,7 @@ pub enum Outcome {
     /// Get: the item.
     Found(Hit),
     /// Get: no such item (the key is handed back).
-    Missing(Vec<u8>),
+    Missing(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Store: stored, with the new CAS value.
     Stored {
         /// The new CAS value.

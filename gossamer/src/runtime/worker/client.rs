@@ -241,7 +241,7 @@ impl Worker {
     /// # Safety
     /// `rec` must be the response to a request whose result type is `U`.
     #[inline]
-    pub(crate) unsafe fn take_result<U: serde::de::DeserializeOwned>(
+    pub(crate) unsafe fn take_result<U: serde::de::DeserializeOwned + 'static>(
         &self,
         t: usize,
         rec: *const Word,
