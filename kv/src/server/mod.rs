@@ -23,6 +23,7 @@ use mio::{Poll, Waker};
 use crate::clock;
 use crate::config::Config;
 use crate::error::Error;
+use crate::store::shard::share;
 use crate::store::{Shard, ShardConfig};
 use shared::{Peer, Shared};
 
@@ -74,7 +75,6 @@ impl Server {
             (0..config.threads).collect()
         };
         let count = shard_workers.len();
-        let mem_limit = (config.memory_bytes() / count as u64).max(1);
         let trusts: Vec<_> = shard_workers
             .iter()
             .enumerate()
@@ -82,7 +82,7 @@ impl Server {
                 runtime.trustee(w).entrust(Shard::new(ShardConfig {
                     index,
                     count,
-                    mem_limit,
+                    mem_limit: share(config.memory_bytes(), index, count),
                     item_size_max: config.item_size_max,
                 }))
             })

@@ -160,7 +160,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
     s.stat("cmd_set", &st.cmd_set);
     s.stat("cmd_flush", &c.cmd_flush);
     s.stat("cmd_touch", &st.cmd_touch);
-    s.stat("cmd_meta", &0);
+    s.stat("cmd_meta", &st.cmd_meta);
     s.stat("get_hits", &st.get_hits);
     s.stat("get_misses", &st.get_misses);
     s.stat("get_expired", &st.get_expired);
@@ -182,7 +182,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
     s.stat("auth_errors", &0);
     s.stat("bytes_read", &c.bytes_read);
     s.stat("bytes_written", &c.bytes_written);
-    s.stat("limit_maxbytes", &cfg.memory_bytes());
+    s.stat("limit_maxbytes", &st.limit_maxbytes);
     s.stat("accepting_conns", &1);
     s.stat("listen_disabled_num", &0);
     s.stat("time_in_listen_disabled_us", &0);

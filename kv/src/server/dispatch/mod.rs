@@ -1,6 +1,8 @@
 //! Turning parsed commands into delegated requests and ordered replies.
 
+mod admin;
 mod binary;
+mod meta;
 mod text;
 
 use std::sync::Arc;
