@@ -32,6 +32,10 @@ pub enum MetaKind {
     },
     /// `me`
     Debug,
+    /// `ms` whose value did not end in `\r\n`: memcached counts the
+    /// store (`cmd_set`) before it finds out, then answers
+    /// `CLIENT_ERROR bad data chunk`.
+    BadChunk,
 }
 
 /// A flag whose place among the others matters.

@@ -331,11 +331,11 @@ fn set<'a>(buf: &'a [u8], toks: &[&[u8]], ntokens: usize, consumed: usize, limit
         return None;
     }
     let block = &buf[consumed..consumed + total];
-    if &block[vlen..] != b"\r\n" {
-        let command = Command::Reply { text: replies::BAD_CHUNK, noreply: false };
-        return Some(Parsed { command, consumed: consumed + total, swallow: 0 });
-    }
-    op.kind = MetaKind::Set { mode, data: block[..vlen].to_vec() };
+    op.kind = if &block[vlen..] == b"\r\n" {
+        MetaKind::Set { mode, data: block[..vlen].to_vec() }
+    } else {
+        MetaKind::BadChunk
+    };
     Some(Parsed { command: Command::Meta(MetaCommand::Op(Box::new(op))), consumed: consumed + total, swallow: 0 })
 }
 

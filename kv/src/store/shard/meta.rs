@@ -83,6 +83,10 @@ impl Shard {
             MetaKind::Delete => self.meta_delete(&op, now, started),
             MetaKind::Arith { incr } => self.meta_arith(&op, incr, now, started),
             MetaKind::Debug => self.meta_debug(&op, now),
+            MetaKind::BadChunk => {
+                self.stats.cmd_set += 1;
+                error(b"CLIENT_ERROR bad data chunk\r\n")
+            }
         }
     }
 
