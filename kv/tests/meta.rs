@@ -407,6 +407,9 @@ fn cache_memlimit_bounds_memory() {
             .unwrap_or_else(|| panic!("no {name} in {text}"))
     };
     assert_eq!(stat("limit_maxbytes"), 8 << 20);
+    raw.send(b"stats settings\r\n");
+    let settings = String::from_utf8(raw.recv_until(b"END\r\n")).expect("ASCII stats");
+    assert!(settings.contains(&format!("STAT maxbytes {}\r\n", 8 << 20)), "{settings}");
     assert!(stat("bytes") <= 8 << 20, "{text}");
     assert!(stat("evictions") > 0, "{text}");
     assert_eq!(exchange(&mut raw, b"cache_memlimit 64\r\n"), b"OK\r\n");

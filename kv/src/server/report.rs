@@ -247,7 +247,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
 /// defaults (listed in the README).
 fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     let cfg = &shared.config;
-    s.stat("maxbytes", &cfg.memory_bytes());
+    s.stat("maxbytes", &super::dispatch::maxbytes(cfg.memory_bytes()));
     s.stat("maxconns", &cfg.max_connections);
     s.stat("tcpport", &shared.addrs.first().map_or(cfg.port, |a| a.port()));
     s.stat("udpport", &cfg.udp_port);

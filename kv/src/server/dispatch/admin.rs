@@ -6,7 +6,7 @@
 //! flushed and expired items themselves), so `crawl` only answers.
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::Env;
 use crate::protocol::text::{replies, AdminCommand, CrawlScope};
@@ -17,6 +17,19 @@ use crate::store::{Op, Outcome};
 /// Whether `lru_crawler` commands are enabled (`lru_crawler enable` /
 /// `disable`); on at start, as in memcached.
 static CRAWLER: AtomicBool = AtomicBool::new(true);
+
+/// The memory limit `cache_memlimit` last set, in bytes (0: none yet),
+/// for `stats settings`.
+static MAXBYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The memory limit for `stats settings`: the last `cache_memlimit`, or
+/// `configured`.
+pub fn maxbytes(configured: u64) -> u64 {
+    match MAXBYTES.load(Ordering::Relaxed) {
+        0 => configured,
+        set => set,
+    }
+}
 
 const DISABLED: &[u8] = b"CLIENT_ERROR lru crawler disabled\r\n";
 const BADCLASS: &[u8] = b"BADCLASS invalid class id\r\n";
@@ -31,6 +44,7 @@ pub fn admin(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: AdminCommand) {
     match cmd {
         AdminCommand::MemLimit { megabytes, noreply } => {
             let total = u64::from(megabytes) * 1024 * 1024;
+            MAXBYTES.store(total, Ordering::Relaxed);
             shards.broadcast(
                 conn,
                 || Op::MemLimit { total },

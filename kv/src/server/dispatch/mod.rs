@@ -7,6 +7,7 @@ mod text;
 
 use std::sync::Arc;
 
+pub use admin::maxbytes;
 pub use binary::binary;
 pub use text::text;
 
