@@ -435,7 +435,9 @@ impl Shard {
             it.cas = new_cas;
             self.last_cas = new_cas;
         } else {
-            let item = Item { fetched: it.fetched, ..Item::new(text.into_bytes(), it.flags, it.exptime, now) };
+            // A new item, as memcached allocates: not yet fetched, and
+            // without the marks of meta commands.
+            let item = Item::new(text.into_bytes(), it.flags, it.exptime, now);
             let Some(c) = self.insert(key, item, now) else { return Outcome::OutOfMemory };
             if incr {
                 self.stats.incr_hits += 1;
