@@ -407,3 +407,6 @@ impl Shard {
         Outcome::Meta(out)
     }
 }
+
+#[cfg(test)]
+mod tests;
