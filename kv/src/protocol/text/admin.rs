@@ -132,6 +132,22 @@ mod tests {
 
     proptest! {
         #[test]
+        fn valid_commands_round_trip(
+            megabytes in 8u32..=1_000_000_000,
+            noreply in any::<bool>(),
+            ids in proptest::collection::vec(1u32..64, 1..8),
+            dump in any::<bool>(),
+        ) {
+            let line = format!("cache_memlimit {megabytes}{}", if noreply { " noreply" } else { "" });
+            prop_assert_eq!(memlimit(line.as_bytes()), Command::Admin(AdminCommand::MemLimit { megabytes, noreply }));
+            let list: Vec<String> = ids.iter().map(u32::to_string).collect();
+            let line = format!("lru_crawler {} {}", if dump { "metadump" } else { "crawl" }, list.join(","));
+            let scope = CrawlScope::Classes(ids);
+            let want = if dump { AdminCommand::MetaDump(scope) } else { AdminCommand::Crawl(scope) };
+            prop_assert_eq!(lru_crawler(line.as_bytes()), Command::Admin(want));
+        }
+
+        #[test]
         fn arbitrary_lines_never_panic(rest in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = memlimit(&[&b"cache_memlimit "[..], &rest].concat());
             let _ = lru_crawler(&[&b"lru_crawler "[..], &rest].concat());
