@@ -456,16 +456,28 @@ impl Rng {
     }
 }
 
-/// One random meta command (with its value, for `ms`).
-fn random_command(rng: &mut Rng) -> String {
+/// One random meta command (with its value, for `ms`). `held` lists the
+/// keys an `mg` earlier in the same stream read: memcached keeps such an
+/// item referenced until the replies are written, and an `ma` on it then
+/// replaces the item instead of rewriting it (a new CAS value is the same
+/// either way, but the replaced item loses its TTL change, fetched mark
+/// and recache token), so the streams leave that pair to chance no more.
+fn random_command(rng: &mut Rng, held: &mut Vec<String>) -> String {
     const KEYS: &[&str] = &["k", "k2", "n", "a%b", "YQ== b", "Zm9v b", "bad b", "k v"];
     const FLAGS: &[&str] = &[
         "v", "q", "k", "c", "t", "s", "f", "l", "h", "u", "O1", "Oabc", "T0", "T100", "T-1", "Tx", "N0", "N30", "R10",
         "R60", "R0", "I", "F5", "F0", "Fx", "J7", "D2", "Dx", "ME", "MA", "MP", "MR", "MS", "MI", "M+", "Mq", "C0",
         "CAS", "CAS", "CAS-1", "P", "L", "x", "E1", "",
     ];
-    let cmd = rng.pick(&["mg", "mg", "ms", "ms", "md", "ma", "ma", "me", "mn"]);
+    let mut cmd = rng.pick(&["mg", "mg", "ms", "ms", "md", "ma", "ma", "me", "mn"]);
     let key = rng.pick(KEYS);
+    let name = key.split(' ').next().unwrap_or(key).to_string();
+    if cmd == "ma" && held.contains(&name) {
+        cmd = "md";
+    }
+    if cmd == "mg" {
+        held.push(name);
+    }
     let mut line = format!("{cmd} {key}");
     let len = ["1", "3", "0", "2"][rng.below(4)];
     if cmd == "ms" {
@@ -474,12 +486,6 @@ fn random_command(rng: &mut Rng) -> String {
     }
     for _ in 0..rng.below(6) {
         let f = rng.pick(FLAGS);
-        // Decrements and TTL changes on ma depend on memcached's reference
-        // counts (whether a pipelined reply still holds the item), so the
-        // random streams leave them to the scripted cases.
-        if cmd == "ma" && (f.starts_with('T') || f.starts_with("MD") || f.starts_with("M-")) {
-            continue;
-        }
         line.push(' ');
         // CAS values are only comparable with the same key's: each server
         // numbers its stores in its own way.
@@ -491,20 +497,14 @@ fn random_command(rng: &mut Rng) -> String {
     }
     line.push_str("\r\n");
     if cmd == "ms" {
-        let data = ["x", "abc", "", "12", "hello"][rng.below(5)];
+        // An empty value only where it fits: a longer length would take
+        // the line end as a value of whitespace alone, which memcached's
+        // incr reads past, into whatever memory follows the item.
+        let data = if len == "0" { "" } else { ["x", "abc", "12", "hello"][rng.below(4)] };
         line.push_str(data);
         line.push_str("\r\n");
     }
     line
-}
-
-/// Masks whether items were fetched (`h`, `fetch=`). memcached replaces,
-/// rather than rewrites, a number that `ma` changes while a pipelined
-/// reply still holds the item, and the new item starts unfetched; random
-/// streams pipeline such pairs all the time. The scripted cases check
-/// these flags.
-fn unfetched(s: &str) -> String {
-    s.replace(" h0", " h?").replace(" h1", " h?").replace("fetch=yes", "fetch=?").replace("fetch=no", "fetch=?")
 }
 
 /// Masks every time (`t`, `l`, `la=`, `exp=` other than "none"): over a
@@ -550,21 +550,19 @@ fn random_meta_streams_match_memcached() {
     assert_eq!(exchange(&mut a, warm.as_bytes()), exchange(&mut b, warm.as_bytes()));
     for case in 0..500 {
         let mut stream = String::new();
+        let mut held = Vec::new();
         for _ in 0..1 + rng.below(6) {
-            stream.push_str(&random_command(&mut rng));
+            stream.push_str(&random_command(&mut rng, &mut held));
         }
         // Complete any value a wrong length left open.
         stream.push_str(&"\r\n".repeat(4));
         let (sa, sb) = (fill(&mut a, &stream), fill(&mut b, &stream));
-        let want = untimed(&unfetched(&mask(&exchange(&mut a, &sa))));
-        let got = untimed(&unfetched(&mask(&exchange(&mut b, &sb))));
+        let want = untimed(&mask(&exchange(&mut a, &sa)));
+        let got = untimed(&mask(&exchange(&mut b, &sb)));
         assert_eq!(got, want, "case {case}: reply to {stream:?}");
         // The items' state agrees too (`me` changes nothing).
         let probe = b"me k\r\nme k2\r\nme n\r\nme a%b\r\nme YQ== b\r\nme Zm9v b\r\n";
-        let (pa, pb) = (
-            untimed(&unfetched(&mask(&exchange(&mut a, probe)))),
-            untimed(&unfetched(&mask(&exchange(&mut b, probe)))),
-        );
+        let (pa, pb) = (untimed(&mask(&exchange(&mut a, probe))), untimed(&mask(&exchange(&mut b, probe))));
         assert!(agree(&pb, &pa), "after case {case}: {stream:?}:\n got: {pb:?}\nwant: {pa:?}");
     }
     // The counters agree too.
@@ -576,10 +574,7 @@ fn random_meta_streams_match_memcached() {
                 let k = l.split(' ').nth(1).unwrap_or("");
                 k.starts_with("cmd_") || k.contains("hits") || k.contains("misses") || k.ends_with("items")
             })
-            // memcached replaces rather than rewrites an incremented item
-            // while a pipelined reply still holds it, which links one more
-            // item; gossamer-kv always rewrites in place.
-            .filter(|l| !l.contains("cmd_flush") && !l.contains("total_items"))
+            .filter(|l| !l.contains("cmd_flush"))
             .map(str::to_string)
             .collect()
     };
