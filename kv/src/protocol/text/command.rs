@@ -129,6 +129,8 @@ pub enum Command<'a> {
 /// A parsed meta command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MetaCommand {
+    /// `mn`: reply `MN`; memcached writes out every reply so far.
+    NoOp,
     /// A request for the key's shard.
     Op(Box<MetaOp>),
     /// `ms` with a value over the item size limit: reply

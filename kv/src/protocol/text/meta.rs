@@ -226,7 +226,7 @@ pub fn parse<'a>(buf: &'a [u8], line: &[u8], consumed: usize, limits: &Limits) -
     }
     let which = toks[0][1];
     if which == b'n' {
-        return done(Command::Reply { text: replies::MN, noreply: false });
+        return done(Command::Meta(MetaCommand::NoOp));
     }
     if !matches!(which, b'g' | b's' | b'd' | b'a' | b'e') {
         return refuse(MetaError::Unknown);

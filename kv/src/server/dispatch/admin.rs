@@ -65,10 +65,7 @@ pub fn admin(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: AdminCommand) {
         AdminCommand::MetaDump(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
         AdminCommand::MetaDump(scope) => {
             // memcached refuses a dump behind replies it has not sent yet.
-            let behind = {
-                let out = conn.out.borrow();
-                out.waiting() > 0 || out.unwritten() > 0
-            };
+            let behind = conn.out.borrow().has_stack();
             let classes = match scope {
                 _ if behind => return conn.push(Reply::Static(PIPELINED)),
                 CrawlScope::Bad => return conn.push(Reply::Static(BADCLASS)),
