@@ -2,6 +2,7 @@
 //! `lru_crawler`, with memcached 1.6.18's token checks and replies.
 
 use super::command::{AdminCommand, Command, CrawlScope};
+use super::meta::tokens;
 use super::parse::replies;
 use crate::numeric::{c_str, safe_strtoul};
 
@@ -18,21 +19,13 @@ pub mod admin_replies {
     pub const SLEEP_TOO_LONG: &[u8] = b"CLIENT_ERROR sleep must be one second or less\r\n";
 }
 
-/// The tokens of a line (memcached keeps at most 23) and memcached's
-/// token count, which includes a terminator.
-fn tokens(line: &[u8]) -> (Vec<&[u8]>, usize) {
-    let all: Vec<&[u8]> = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).collect();
-    let n = all.len().min(23) + 1;
-    (all, n)
-}
-
 fn reply(text: &'static [u8], noreply: bool) -> Command<'static> {
     Command::Reply { text, noreply }
 }
 
 /// `cache_memlimit <megabytes> [noreply]`.
 pub fn memlimit(line: &[u8]) -> Command<'static> {
-    let (t, n) = tokens(line);
+    let (t, n) = tokens(c_str(line));
     if n != 3 && n != 4 {
         return reply(replies::ERROR, false);
     }
@@ -66,7 +59,7 @@ fn scope(arg: &[u8]) -> CrawlScope {
 
 /// `lru_crawler <subcommand> ...`.
 pub fn lru_crawler(line: &[u8]) -> Command<'static> {
-    let (t, n) = tokens(line);
+    let (t, n) = tokens(c_str(line));
     let sub = if t.len() > 1 { c_str(t[1]) } else { &[][..] };
     match (n, sub) {
         (4, b"crawl") => Command::Admin(AdminCommand::Crawl(scope(t[2]))),
@@ -107,6 +100,11 @@ mod tests {
             Command::Admin(AdminCommand::MemLimit { megabytes: 64, noreply: false })
         );
         assert_eq!(memlimit(b"cache_memlimit 64 x y"), reply(replies::ERROR, false));
+        // memcached reads the line only up to a NUL byte.
+        assert_eq!(
+            memlimit(b"cache_memlimit 64\0 x y"),
+            Command::Admin(AdminCommand::MemLimit { megabytes: 64, noreply: false })
+        );
     }
 
     #[test]

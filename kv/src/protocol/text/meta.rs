@@ -99,13 +99,14 @@ impl MetaError {
 #[derive(Default)]
 struct Pre {
     mode: Option<u8>,
-    /// The first error that does not stop the pre-parse (memcached keeps
-    /// the last message set, which for these is the latest one).
+    /// An error that lets the pre-parse go on to the end: memcached
+    /// reports the message of the last flag that set one.
     error: Option<MetaError>,
 }
 
-/// The tokens of a meta line: at most 23, as memcached's tokenizer keeps.
-fn tokens(line: &[u8]) -> (Vec<&[u8]>, usize) {
+/// The tokens of a line split on spaces, and memcached's token count: at
+/// most 23 tokens, plus its empty terminator.
+pub(super) fn tokens(line: &[u8]) -> (Vec<&[u8]>, usize) {
     let all: Vec<&[u8]> = line.split(|&b| b == b' ').filter(|t| !t.is_empty()).collect();
     let n = all.len().min(MAX_TOKENS - 1);
     // memcached's count includes the terminator.
@@ -199,8 +200,7 @@ fn preparse(toks: &[&[u8]], start: usize, op: &mut MetaOp) -> Result<Pre, MetaEr
     Ok(pre)
 }
 
-/// Keeps the first error that does not stop the pre-parse, as memcached
-/// keeps its message: the message of the last failing flag.
+/// Fails with the error the pre-parse went on past, if any.
 fn merge(pre: Pre) -> Result<Pre, MetaError> {
     match pre.error {
         Some(e) => Err(e),
