@@ -250,6 +250,41 @@ fn meta_set_modes_match_memcached() {
 }
 
 #[test]
+fn meta_edge_lines_match_memcached() {
+    let long = "k".repeat(251);
+    let binary_key: Vec<u8> = (0..186u32).map(|i| if i % 2 == 0 { 0 } else { 0xff }).collect();
+    let b64 = encode(&binary_key);
+    let lines: Vec<String> = vec![
+        format!("mg {long} v\r\nms {long} 1\r\nx\r\nmd {long}\r\nma {long}\r\nme {long}\r\n"),
+        format!("ms {b64} 1 b k\r\nx\r\nmg {b64} b k v\r\nme {b64} b\r\n"),
+        "ms k 1 F5 F6\r\nx\r\nms k 1 Fx Cx\r\nx\r\nms k 1 Cx Fx\r\nx\r\nms k 1 bx\r\nx\r\n".into(),
+        "mg k\0 v\r\nmg\0 k\r\nms k 1 T5\0junk\r\nx\r\nmg k t\r\n".into(),
+        "mg k   v    t\r\nms  k  1  c\r\nx\r\nms k 0\r\n\r\nmg k v s\r\nma k\r\n".into(),
+        format!("mg k O{} k\r\nmd k O{} k q\r\n", "1".repeat(31), "1".repeat(31)),
+    ];
+    let steps: Vec<&str> = lines.iter().map(String::as_str).collect();
+    compare(&[&steps]);
+}
+
+/// Base64 as clients write it (the test's own, independent of the server's).
+fn encode(bytes: &[u8]) -> String {
+    const ABC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[test]
 fn meta_large_values_match_memcached() {
     let big = format!("ms big 2000000 T0\r\n{}\r\nmg big\r\n", "x".repeat(2_000_000));
     let edge = format!("ms k 1048576 q\r\n{}\r\nmg k\r\n", "x".repeat(1_048_576));
