@@ -304,7 +304,8 @@ fn set<'a>(buf: &'a [u8], toks: &[&[u8]], ntokens: usize, consumed: usize, limit
         _ => return refuse(MetaError::BadFormat, 0),
     };
     let total = vlen + 2;
-    let mut op = MetaOp::new(MetaKind::Get, toks[1].to_vec());
+    // The kind is settled once the value is there.
+    let mut op = MetaOp::new(MetaKind::BadChunk, toks[1].to_vec());
     let pre = match preparse(toks, 3, &mut op).and_then(merge) {
         Ok(p) => p,
         Err(e) => return refuse(e, total),
