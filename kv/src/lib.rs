@@ -10,6 +10,7 @@
 //! The crate also holds the load generator (`gossamer-kv-load`) used to
 //! compare the server with stock memcached.
 
+pub mod base64;
 pub mod clock;
 pub mod config;
 pub mod error;

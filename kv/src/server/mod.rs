@@ -26,6 +26,7 @@ use gossamer::{JoinHandle, Runtime};
 use crate::clock;
 use crate::config::Config;
 use crate::error::Error;
+use crate::store::shard::share;
 use crate::store::{Shard, ShardConfig};
 use agent::Agent;
 use placement::Placement;
@@ -55,7 +56,8 @@ pub(crate) fn shard_config(config: &Config, index: usize, count: usize, per_proc
     ShardConfig {
         index,
         count,
-        mem_limit: (config.memory_bytes() / per_process.max(1) as u64).max(1),
+        // The process's memory, split exactly over its shards.
+        mem_limit: share(config.memory_bytes(), index % per_process.max(1), per_process),
         item_size_max: config.item_size_max,
     }
 }

@@ -69,17 +69,23 @@ pub struct OutQueue {
     finished: usize,
     /// A `Close` reply has been reached.
     pub close: bool,
+    /// Replies taken so far (reserved or pushed).
+    issued: u64,
+    /// `issued` at the last [`OutQueue::mark_flushed`].
+    flushed: u64,
 }
 
 impl OutQueue {
     /// Takes the next slot, to be completed later.
     pub fn reserve(&mut self) -> u64 {
+        self.issued += 1;
         self.slots.push_back(None);
         self.base + self.slots.len() as u64 - 1
     }
 
     /// Adds a reply that is ready now. Returns whether it was rendered.
     pub fn push(&mut self, reply: Reply) -> bool {
+        self.issued += 1;
         if self.slots.is_empty() {
             self.render(reply);
             true
@@ -112,6 +118,7 @@ impl OutQueue {
     /// bytes become writable once all its slots are rendered (at once if
     /// they already are).
     pub fn end_batch(&mut self) {
+        self.mark_flushed();
         if self.slots.is_empty() {
             self.batches.clear();
             self.finished = self.buf.len();
@@ -141,6 +148,19 @@ impl OutQueue {
     /// Bytes rendered but not written.
     pub fn unwritten(&self) -> usize {
         self.buf.len() - self.written
+    }
+
+    /// Notes that memcached would have written out every reply so far
+    /// (it does at `mn` and once it has parsed all the input it read).
+    pub fn mark_flushed(&mut self) {
+        self.flushed = self.issued;
+    }
+
+    /// Whether replies were taken since the last
+    /// [`OutQueue::mark_flushed`]: what memcached calls having a response
+    /// stack (a reply suppressed by `noreply` or `q` counts too).
+    pub fn has_stack(&self) -> bool {
+        self.issued > self.flushed
     }
 
     /// Nothing waiting and nothing to write.
@@ -203,6 +223,22 @@ mod tests {
         assert_eq!(q.unwritten(), 2);
         q.consume(2);
         assert!(q.is_idle());
+    }
+
+    #[test]
+    fn a_flush_mark_hides_earlier_replies() {
+        let mut q = OutQueue::default();
+        assert!(!q.has_stack());
+        q.push(Reply::Static(b"a"));
+        assert!(q.has_stack());
+        q.mark_flushed();
+        assert!(!q.has_stack(), "everything before the mark counts as written");
+        let s = q.reserve();
+        assert!(q.has_stack());
+        q.complete(s, Reply::Nothing);
+        assert!(q.has_stack(), "a suppressed reply counts");
+        q.end_batch();
+        assert!(!q.has_stack(), "the end of a batch writes everything out");
     }
 
     #[test]

@@ -197,7 +197,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("cmd_set", &st.cmd_set);
     s.stat("cmd_flush", &c.cmd_flush);
     s.stat("cmd_touch", &st.cmd_touch);
-    s.stat("cmd_meta", &0);
+    s.stat("cmd_meta", &st.cmd_meta);
     s.stat("get_hits", &st.get_hits);
     s.stat("get_misses", &st.get_misses);
     s.stat("get_expired", &st.get_expired);
@@ -219,7 +219,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("auth_errors", &0);
     s.stat("bytes_read", &c.bytes_read);
     s.stat("bytes_written", &c.bytes_written);
-    s.stat("limit_maxbytes", &(cfg.memory_bytes() * n));
+    s.stat("limit_maxbytes", &st.limit_maxbytes);
     s.stat("accepting_conns", &1);
     s.stat("listen_disabled_num", &0);
     s.stat("time_in_listen_disabled_us", &0);
@@ -286,7 +286,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
 /// defaults (listed in the README).
 fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     let cfg = &shared.config;
-    s.stat("maxbytes", &cfg.memory_bytes());
+    s.stat("maxbytes", &super::dispatch::maxbytes(cfg.memory_bytes()));
     s.stat("maxconns", &cfg.max_connections);
     s.stat("tcpport", &shared.addrs.first().map_or(cfg.port, |a| a.port()));
     s.stat("udpport", &cfg.udp_port);

@@ -2,11 +2,12 @@
 //! connection workers delegate to them.
 
 pub mod item;
+pub mod meta;
 pub mod op;
 pub mod shard;
 pub mod stats;
 
-pub use item::{item_size, item_size_ok, Item, KEY_MAX};
+pub use item::{item_size, item_size_ok, slab_class, Item, KEY_MAX};
 pub use op::{Hit, Op, Outcome, StoreMode};
 pub use shard::{Shard, ShardConfig};
 pub use stats::ShardStats;

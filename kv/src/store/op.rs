@@ -9,6 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::meta::MetaOp;
 use super::stats::ShardStats;
 
 /// How a store request treats an existing item.
@@ -92,6 +93,20 @@ pub enum Op {
         /// Client expiration time of the flush.
         delay: i64,
     },
+    /// A meta command (`mg`, `ms`, `md`, `ma`, `me`).
+    Meta(Box<MetaOp>),
+    /// Set the server-wide memory limit (`cache_memlimit`); the shard
+    /// takes its part.
+    MemLimit {
+        /// The server-wide limit in bytes.
+        total: u64,
+    },
+    /// List the live items (`lru_crawler metadump`), in memcached's line
+    /// format, of the given slab classes or all.
+    Dump {
+        /// Slab class ids to list; `None` for all.
+        classes: Option<Vec<u32>>,
+    },
     /// Read the shard's counters, optionally resetting them.
     Stats {
         /// Reset the counters after reading them.
@@ -145,6 +160,9 @@ pub enum Outcome {
     NonNumeric,
     /// The item does not fit in the shard's memory.
     OutOfMemory,
+    /// A reply rendered by the shard (meta commands, whose return flags
+    /// depend on the item; empty when quiet mode suppresses it).
+    Meta(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Stats: the counters.
     Stats(Box<ShardStats>),
     /// Done, nothing to report (unlink, flush).

@@ -49,6 +49,7 @@ pub struct Shard {
     mem_used: u64,
     mem_limit: u64,
     item_size_max: usize,
+    index: usize,
     last_cas: u64,
     cas_step: u64,
     /// memcached's `oldest_live`: items accessed at or before this time are
@@ -79,6 +80,7 @@ impl Shard {
             mem_used: 0,
             mem_limit: cfg.mem_limit,
             item_size_max: cfg.item_size_max,
+            index: cfg.index,
             // CAS values of shard i are i+1, i+1+count, i+1+2*count, ...
             last_cas: (cfg.index as u64 + 1).wrapping_sub(count),
             cas_step: count,
@@ -119,6 +121,12 @@ impl Shard {
                 self.flush(delay, now, started);
                 Outcome::Done
             }
+            Op::Meta(m) => self.meta(*m, now, started),
+            Op::MemLimit { total } => {
+                self.mem_limit = share(total, self.index, self.cas_step as usize);
+                Outcome::Done
+            }
+            Op::Dump { classes } => Outcome::Meta(self.dump(classes.as_deref(), now, started)),
             Op::Stats { reset } => {
                 let s = self.stats(now);
                 if reset {
@@ -326,7 +334,7 @@ impl Shard {
                 (joined, old.flags, old.exptime)
             }
         };
-        let item = Item { data, flags, exptime, time: now, cas: 0, fetched: false };
+        let item = Item::new(data, flags, exptime, now);
         match self.insert(key, item, now) {
             Some(cas) => Outcome::Stored { cas },
             None => Outcome::OutOfMemory,
@@ -395,14 +403,7 @@ impl Shard {
     ) -> Outcome {
         if !self.live(&key, now) {
             if let Some((initial, exptime)) = create {
-                let item = Item {
-                    data: initial.to_string().into_bytes(),
-                    flags: 0,
-                    exptime,
-                    time: now,
-                    cas: 0,
-                    fetched: false,
-                };
+                let item = Item::new(initial.to_string().into_bytes(), 0, exptime, now);
                 return match self.insert(key, item, now) {
                     Some(cas) => Outcome::Number { value: initial, cas },
                     None => Outcome::OutOfMemory,
@@ -434,14 +435,9 @@ impl Shard {
             it.cas = new_cas;
             self.last_cas = new_cas;
         } else {
-            let item = Item {
-                data: text.into_bytes(),
-                flags: it.flags,
-                exptime: it.exptime,
-                time: now,
-                cas: 0,
-                fetched: it.fetched,
-            };
+            // A new item, as memcached allocates: not yet fetched, and
+            // without the marks of meta commands.
+            let item = Item::new(text.into_bytes(), it.flags, it.exptime, now);
             let Some(c) = self.insert(key, item, now) else { return Outcome::OutOfMemory };
             if incr {
                 self.stats.incr_hits += 1;
@@ -473,6 +469,17 @@ impl Shard {
         self.crawl_at = if self.crawl_at == 0 { at } else { self.crawl_at.min(at) };
     }
 }
+
+/// Shard `index`'s part of a memory limit of `total` bytes split over
+/// `count` shards: the parts add up to `total`.
+pub fn share(total: u64, index: usize, count: usize) -> u64 {
+    let count = count.max(1) as u64;
+    let extra = u64::from((index as u64) < total % count);
+    (total / count + extra).max(1)
+}
+
+mod dump;
+mod meta;
 
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,9 @@ pub struct ShardStats {
     pub cmd_set: u64,
     /// Touch and gat requests.
     pub cmd_touch: u64,
+    /// Meta debug (`me`) requests, which memcached 1.6 counts as
+    /// `cmd_meta`.
+    pub cmd_meta: u64,
     /// Keys found by get.
     pub get_hits: u64,
     /// Keys not found by get.
@@ -76,6 +79,7 @@ impl ShardStats {
         self.cmd_get += o.cmd_get;
         self.cmd_set += o.cmd_set;
         self.cmd_touch += o.cmd_touch;
+        self.cmd_meta += o.cmd_meta;
         self.get_hits += o.get_hits;
         self.get_misses += o.get_misses;
         self.get_expired += o.get_expired;

@@ -1,5 +1,6 @@
 //! Commands of memcached's text protocol, as the parser hands them over.
 
+use crate::store::meta::MetaOp;
 use crate::store::StoreMode;
 
 /// Which `stats` report.
@@ -122,6 +123,59 @@ pub enum Command<'a> {
     /// Close the connection without a reply (an HTTP request line, a line
     /// too long to be a command).
     Close,
+    /// A meta command (owned: its key may have been decoded).
+    Meta(MetaCommand),
+    /// An administrative command (`cache_memlimit`, `lru_crawler`).
+    Admin(AdminCommand),
+}
+
+/// A parsed meta command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetaCommand {
+    /// `mn`: reply `MN`; memcached writes out every reply so far.
+    NoOp,
+    /// A request for the key's shard.
+    Op(Box<MetaOp>),
+    /// `ms` with a value over the item size limit: reply
+    /// `SERVER_ERROR object too large for cache` and remove the old item.
+    TooLarge {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+/// Which slab classes `lru_crawler metadump` and `crawl` name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CrawlScope {
+    /// `all`
+    All,
+    /// `hash`: a walk of the hash table.
+    Hash,
+    /// Listed class ids.
+    Classes(Vec<u32>),
+    /// A class list memcached refuses (`BADCLASS invalid class id`).
+    Bad,
+}
+
+/// An administrative command that needs the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminCommand {
+    /// `cache_memlimit <megabytes>`
+    MemLimit {
+        /// The new limit in megabytes (8 to 1,000,000,000).
+        megabytes: u32,
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// `lru_crawler metadump <scope>`
+    MetaDump(CrawlScope),
+    /// `lru_crawler crawl <scope>`
+    Crawl(CrawlScope),
+    /// `lru_crawler enable` / `disable`
+    Crawler {
+        /// Enable (true) or disable.
+        enable: bool,
+    },
 }
 
 /// A command and how much input it took.

@@ -149,7 +149,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
     let name = c_str(cmd);
     let n = t.n;
     match cmd[0] {
-        b'm' if cmd.len() == 2 => done(reply(if cmd[1] == b'n' { replies::MN } else { replies::ERROR }, false)),
+        b'm' if cmd.len() == 2 => super::meta::parse(buf, &buf[..end], consumed, limits),
         b'g' => {
             if n < 2 {
                 return done(reply(replies::ERROR, false));
@@ -177,6 +177,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
         },
         b'c' => match name {
             b"cas" => storage(buf, consumed, &t, StoreMode::Cas, limits),
+            b"cache_memlimit" => done(super::admin::memlimit(&buf[..end])),
             _ => done(reply(replies::ERROR, false)),
         },
         b'r' => match name {
@@ -205,6 +206,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
             b"version" => done(Command::Version),
             b"quit" => done(Command::Quit),
             b"verbosity" => done(verbosity(&t)),
+            b"lru_crawler" => done(super::admin::lru_crawler(&buf[..end])),
             _ if c_str(t.last()).starts_with(b"HTTP/") => done(Command::Close),
             _ => done(reply(replies::ERROR, false)),
         },

@@ -20,6 +20,8 @@ pub enum TextKind {
     Arith,
     /// touch.
     Touch,
+    /// A meta command (the shard rendered the reply).
+    Meta,
 }
 
 /// Appends `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
@@ -41,6 +43,10 @@ pub fn render(outcome: &Outcome, kind: TextKind, out: &mut Vec<u8>) {
         (_, Outcome::Failed) => b"SERVER_ERROR internal error\r\n",
         (TextKind::Get { cas }, Outcome::Found(h)) => {
             value(out, &h.key, h.flags, &h.data, cas.then_some(h.cas));
+            return;
+        }
+        (_, Outcome::Meta(bytes)) => {
+            out.extend_from_slice(bytes);
             return;
         }
         (TextKind::Get { .. }, _) => return,

@@ -1,10 +1,13 @@
 //! Turning parsed commands into delegated requests and ordered replies.
 
+mod admin;
 mod binary;
+mod meta;
 mod text;
 
 use std::sync::Arc;
 
+pub use admin::maxbytes;
 pub use binary::binary;
 pub use text::text;
 

@@ -115,6 +115,8 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
             conn.push(Reply::Close);
             return Flow::Stop;
         }
+        Command::Meta(m) => super::meta::meta(env, conn, m),
+        Command::Admin(a) => super::admin::admin(env, conn, a),
         Command::Reply { text, noreply } => {
             if !noreply {
                 conn.push(Reply::Static(text));

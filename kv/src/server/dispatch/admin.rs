@@ -1,0 +1,91 @@
+//! `cache_memlimit` and `lru_crawler`: server-wide commands that go to
+//! every shard.
+//!
+//! The crawler's enabled state is a setting of the server process, as in
+//! memcached; there is no crawler thread behind it (shards reclaim
+//! flushed and expired items themselves), so `crawl` only answers.
+
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use super::Env;
+use crate::protocol::text::{replies, AdminCommand, CrawlScope};
+use crate::server::local::ConnShared;
+use crate::server::outq::Reply;
+use crate::server::shards::Scope;
+use crate::store::{Op, Outcome};
+
+/// Whether `lru_crawler` commands are enabled (`lru_crawler enable` /
+/// `disable`); on at start, as in memcached.
+static CRAWLER: AtomicBool = AtomicBool::new(true);
+
+/// The memory limit `cache_memlimit` last set, in bytes (0: none yet),
+/// for `stats settings`.
+static MAXBYTES: AtomicU64 = AtomicU64::new(0);
+
+/// The memory limit for `stats settings`: the last `cache_memlimit`, or
+/// `configured`.
+pub fn maxbytes(configured: u64) -> u64 {
+    match MAXBYTES.load(Ordering::Relaxed) {
+        0 => configured,
+        set => set,
+    }
+}
+
+const DISABLED: &[u8] = b"CLIENT_ERROR lru crawler disabled\r\n";
+const BADCLASS: &[u8] = b"BADCLASS invalid class id\r\n";
+const NOTSTARTED: &[u8] = b"NOTSTARTED no items to crawl\r\n";
+const UNKNOWN: &[u8] = b"ERROR an unknown error happened\r\n";
+const PIPELINED: &[u8] = b"ERROR cannot pipeline other commands before metadump\r\n";
+const START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
+
+/// Handles one administrative command.
+pub fn admin(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: AdminCommand) {
+    let shards = env.shards;
+    match cmd {
+        AdminCommand::MemLimit { megabytes, noreply } => {
+            let total = u64::from(megabytes) * 1024 * 1024;
+            MAXBYTES.store(total, Ordering::Relaxed);
+            shards.broadcast(conn, Scope::All, Some(Op::MemLimit { total }), None, move |_| {
+                if noreply {
+                    Reply::Nothing
+                } else {
+                    Reply::Static(replies::OK)
+                }
+            });
+        }
+        AdminCommand::Crawler { enable } => {
+            let was = CRAWLER.swap(enable, Ordering::Relaxed);
+            conn.push(Reply::Static(if enable && was { START_FAILED } else { replies::OK }));
+        }
+        AdminCommand::Crawl(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        AdminCommand::Crawl(scope) => conn.push(Reply::Static(match scope {
+            CrawlScope::Bad => BADCLASS,
+            CrawlScope::Hash => UNKNOWN,
+            CrawlScope::Classes(ids) if ids.is_empty() => NOTSTARTED,
+            CrawlScope::All | CrawlScope::Classes(_) => replies::OK,
+        })),
+        AdminCommand::MetaDump(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        AdminCommand::MetaDump(scope) => {
+            // memcached refuses a dump behind replies it has not sent yet.
+            let behind = conn.out.borrow().has_stack();
+            let classes = match scope {
+                _ if behind => return conn.push(Reply::Static(PIPELINED)),
+                CrawlScope::Bad => return conn.push(Reply::Static(BADCLASS)),
+                CrawlScope::Classes(ids) if ids.is_empty() => return conn.push(Reply::Static(NOTSTARTED)),
+                CrawlScope::Classes(ids) => Some(ids),
+                CrawlScope::All | CrawlScope::Hash => None,
+            };
+            shards.broadcast(conn, Scope::All, Some(Op::Dump { classes }), None, |g| {
+                let mut all = Vec::new();
+                for o in g.shards {
+                    if let Outcome::Meta(lines) = o {
+                        all.extend_from_slice(&lines);
+                    }
+                }
+                all.extend_from_slice(replies::END);
+                Reply::Bytes(all)
+            });
+        }
+    }
+}

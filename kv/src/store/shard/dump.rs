@@ -1,0 +1,62 @@
+//! `lru_crawler metadump`: a shard's live items in memcached's line
+//! format, oldest first.
+
+use std::io::Write;
+
+use super::Shard;
+use crate::store::item::{item_size, slab_class};
+
+/// Appends `b` URI-encoded as memcached's `uriencode` does: letters,
+/// digits and `-._~` stay, every other byte becomes `%XX`.
+fn uriencode(b: &[u8], out: &mut Vec<u8>) {
+    for &c in b {
+        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
+            out.push(c);
+        } else {
+            write!(out, "%{c:02X}").expect("writing to a Vec cannot fail");
+        }
+    }
+}
+
+impl Shard {
+    /// The metadump lines of the live items of `classes` (all if `None`)
+    /// at relative time `now`: `key=… exp=… la=… cas=… fetch=… cls=…
+    /// size=…`, each ending in a bare `\n` as memcached writes them.
+    pub(super) fn dump(&self, classes: Option<&[u32]>, now: u32, started: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (key, it) in self.map.iter().rev() {
+            if (it.exptime != 0 && it.exptime < now) || self.is_flushed(it, now) {
+                continue;
+            }
+            let size = item_size(key.len(), it.flags, it.data.len());
+            let cls = slab_class(size, self.item_size_max);
+            if classes.is_some_and(|c| !c.contains(&cls)) {
+                continue;
+            }
+            out.extend_from_slice(b"key=");
+            uriencode(key, &mut out);
+            let exp = if it.exptime == 0 { -1 } else { i64::from(it.exptime) + started };
+            writeln!(
+                out,
+                " exp={exp} la={} cas={} fetch={} cls={cls} size={size}",
+                i64::from(it.time) + started,
+                it.cas,
+                if it.fetched { "yes" } else { "no" },
+            )
+            .expect("writing to a Vec cannot fail");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uriencode_like_memcached() {
+        let mut v = Vec::new();
+        uriencode(b"a-b.c_d~e%f g/\xff", &mut v);
+        assert_eq!(v, b"a-b.c_d~e%25f%20g%2F%FF");
+    }
+}
