@@ -400,6 +400,10 @@ fn stats_cover_the_program_and_each_process() {
     c[2].check(b"stats process x\r\n", b"CLIENT_ERROR bad command line format\r\n");
     c[2].check(b"stats reset\r\n", b"RESET\r\n");
     assert_eq!(stat(&stats(&mut c[0], ""), "cmd_set"), "0");
+    // `cache_memlimit` sets each process's limit, as `-m` does.
+    c[1].check(b"cache_memlimit 8\r\n", b"OK\r\n");
+    assert_eq!(stat(&stats(&mut c[0], ""), "limit_maxbytes"), ((3u64 * 8) << 20).to_string());
+    assert_eq!(stat(&stats(&mut c[0], " process 2"), "limit_maxbytes"), (8u64 << 20).to_string());
 }
 
 /// SIGTERM to any process stops the whole program cleanly.

@@ -46,6 +46,9 @@ pub fn admin(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: AdminCommand) {
         AdminCommand::MemLimit { megabytes, noreply } => {
             let total = u64::from(megabytes) * 1024 * 1024;
             MAXBYTES.store(total, Ordering::Relaxed);
+            // The limit is each process's, as `-m` is: the program's shards
+            // share it times the process count.
+            let total = total.saturating_mul(shards.processes() as u64);
             shards.broadcast(conn, Scope::All, Some(Op::MemLimit { total }), None, move |_| {
                 if noreply {
                     Reply::Nothing
