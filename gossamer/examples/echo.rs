@@ -6,9 +6,13 @@
 //! * One run: `GOSSAMER_PROCESSES=2 ECHO_THREADS=4 ECHO_SIZE=32 cargo run --release --example echo`
 //!   prints one `ECHO ...` line.
 //! * The sweep: `cargo run --release --example echo -- --sweep [--quick]`
-//!   runs processes × threads at 32 bytes, then sizes 16 B … 8 KiB, and
-//!   writes `results/echo_scaling.csv`, `results/echo_size.csv` and SVG
-//!   plots beside them. Each point is the median of several runs.
+//!   runs processes × threads at 32 bytes, then sizes 16 B … 16 KiB with
+//!   all threads in 1 process and in 2 (`ECHO_SWEEP_THREADS`, default the
+//!   core count), the runs interleaved, with the ratio, the rate at which
+//!   payload crosses between the processes, and this machine's
+//!   single-threaded `memcpy` bandwidth; it writes `results/echo_scaling.csv`,
+//!   `results/echo_size.csv` and SVG plots beside them. Each point is the
+//!   median of several runs.
 
 use std::cell::Cell;
 use std::process::Command;
@@ -104,6 +108,23 @@ fn run_once(processes: usize, threads: usize, size: usize, millis: u64) -> f64 {
         .expect("no mops figure")
 }
 
+/// Single-threaded `memcpy` bandwidth of this machine, GB/s: the median of
+/// copies of a 64 MiB buffer (far larger than the caches).
+fn memcpy_gbps() -> f64 {
+    let n = 64 << 20;
+    let src = vec![0x5au8; n];
+    let mut dst = vec![0u8; n];
+    let rates: Vec<f64> = (0..7)
+        .map(|_| {
+            let t = Instant::now();
+            dst.copy_from_slice(&src);
+            std::hint::black_box(&mut dst);
+            n as f64 / t.elapsed().as_secs_f64() / 1e9
+        })
+        .collect();
+    median(rates)
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -158,23 +179,42 @@ fn sweep(quick: bool) {
     let xs: Vec<String> = procs.iter().map(|p| p.to_string()).collect();
     svg("results/echo_scaling.svg", &format!("echo, 32-byte requests ({cores} cores)"), "processes", &xs, &by_threads);
 
-    let sizes = [16usize, 64, 256, 1024, 4096, 8192];
-    let mut csv = String::from("processes,threads_per_process,size,mops_median,mbytes_per_s\n");
-    let mut vals = vec![];
+    // Sizes: 1 process against 2 processes of the same total thread count,
+    // the runs interleaved; and the rate at which payload bytes cross.
+    let threads = env("ECHO_SWEEP_THREADS", cores.max(2)).max(2) / 2 * 2;
+    let bw = memcpy_gbps();
+    println!("single-threaded memcpy: {bw:.2} GB/s; sizes with {threads} threads in all");
+    println!("| size | 1 process Mops/s | 2 processes Mops/s | ratio | 2 processes GB/s crossing | target GB/s (bw/4 x threads) |");
+    println!("|---|---|---|---|---|---|");
+    let sizes = [16usize, 64, 256, 1024, 4096, 8192, 16384];
+    let mut csv = String::from("size,threads,mops_1p,mops_2p,ratio,gbps_crossing_2p,memcpy_gbps\n");
+    let (mut one, mut two) = (vec![], vec![]);
     for &s in &sizes {
-        let m = median((0..runs).map(|_| run_once(2, 1, s, millis)).collect());
-        println!("processes 2 x threads 1, {s} B: {m:.3} Mops/s ({:.1} MB/s both ways)", m * s as f64 * 2.0);
-        csv += &format!("2,1,{s},{m:.4},{:.1}\n", m * s as f64 * 2.0);
-        vals.push(m);
+        let (mut a, mut b) = (vec![], vec![]);
+        for _ in 0..runs {
+            a.push(run_once(1, threads, s, millis));
+            b.push(run_once(2, threads / 2, s, millis));
+        }
+        let (m1, m2) = (median(a), median(b));
+        // Each echo carries the payload there and back.
+        let gbps = m2 * 1e6 * s as f64 * 2.0 / 1e9;
+        println!(
+            "| {s} B | {m1:.3} | {m2:.3} | {:.2} | {gbps:.2} | {:.2} |",
+            m2 / m1,
+            bw / 4.0 * threads as f64
+        );
+        csv += &format!("{s},{threads},{m1:.4},{m2:.4},{:.4},{gbps:.3},{bw:.3}\n", m2 / m1);
+        one.push(m1);
+        two.push(m2);
     }
     std::fs::write("results/echo_size.csv", csv).expect("csv");
     let xs: Vec<String> = sizes.iter().map(|s| format!("{s} B")).collect();
     svg(
         "results/echo_size.svg",
-        &format!("echo vs request size, 2 processes ({cores} cores)"),
+        &format!("echo vs request size, {threads} threads ({cores} cores)"),
         "request size",
         &xs,
-        &[("2 processes x 1 thread".into(), vals)],
+        &[("1 process".into(), one), ("2 processes".into(), two)],
     );
     println!("wrote results/echo_scaling.csv, results/echo_size.csv and their .svg plots");
 }
