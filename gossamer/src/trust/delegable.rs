@@ -65,6 +65,12 @@ impl<F: Send + Copy + 'static> Delegable for F {} // delegated closures capture 
 
 /// Values that cross the channel as arguments (`apply_with`) or results:
 /// moved as they are within a process, serialized between processes.
+///
+/// Between processes, `Vec<u8>`, `String` and `Box<[u8]>` (as the whole
+/// argument or result) cross as their own bytes: copied once into the
+/// channel and once out. Byte buffers inside your own types go through
+/// serde, which handles a `Vec<u8>` element by element; mark such fields
+/// `#[serde(with = "serde_bytes")]` to have them copied as byte strings.
 pub trait Transferable: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
 
 impl<V: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Transferable for V {}
