@@ -198,11 +198,7 @@ fn sweep(quick: bool) {
         let (m1, m2) = (median(a), median(b));
         // Each echo carries the payload there and back.
         let gbps = m2 * 1e6 * s as f64 * 2.0 / 1e9;
-        println!(
-            "| {s} B | {m1:.3} | {m2:.3} | {:.2} | {gbps:.2} | {:.2} |",
-            m2 / m1,
-            bw / 4.0 * threads as f64
-        );
+        println!("| {s} B | {m1:.3} | {m2:.3} | {:.2} | {gbps:.2} | {:.2} |", m2 / m1, bw / 4.0 * threads as f64);
         csv += &format!("{s},{threads},{m1:.4},{m2:.4},{:.4},{gbps:.3},{bw:.3}\n", m2 / m1);
         one.push(m1);
         two.push(m2);

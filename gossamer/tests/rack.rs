@@ -186,6 +186,147 @@ fn huge() {
     println!("SCENARIO huge ok");
 }
 
+/// A value that goes through serde: a byte field copied as a byte string,
+/// and a field serialized element by element.
+#[derive(serde::Serialize, serde::Deserialize, Clone, PartialEq, Debug)]
+struct Framed {
+    tag: u32,
+    #[serde(with = "serde_bytes")]
+    body: Vec<u8>,
+    nums: Vec<u16>,
+}
+
+/// A small deterministic generator (xorshift).
+fn next(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+/// Sizes around the boundaries: empty, the slot, the bulk area (set to
+/// 64 KiB by the test, so the largest cross in chunks), and in between.
+fn payload_size(x: &mut u64) -> usize {
+    const EDGES: [usize; 8] = [0, 1, 639, 641, 1024, 65_535, 65_537, 200_000];
+    let max: usize = std::env::var("MIXED_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(usize::MAX);
+    let s = match next(x) % 4 {
+        0 => EDGES[(next(x) % 8) as usize],
+        1 => (next(x) % 2048) as usize,
+        2 => (next(x) % 70_000) as usize,
+        _ => (next(x) % 300_000) as usize,
+    };
+    s.min(max)
+}
+
+fn bytes(x: &mut u64, n: usize) -> Vec<u8> {
+    (0..n).map(|_| next(x) as u8).collect()
+}
+
+/// Every thread sends payloads of random sizes and contents to random
+/// threads, as `Vec<u8>`, `String` and a serde struct, many at once; each
+/// trustee answers with a different value derived from it (so both
+/// directions carry their own bytes), and the sender checks every answer.
+fn mixed() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let n = gossamer::topology().threads();
+    let sinks: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+    let fibers: Vec<_> = (0..n)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |(sinks, seed): (Vec<Trust<u64>>, u64)| {
+                    let mut x = seed | 1;
+                    let (done, bad) = (Rc::new(Cell::new(0u32)), Rc::new(Cell::new(0u32)));
+                    const EACH: u32 = 60;
+                    for i in 0..EACH {
+                        let to = &sinks[(next(&mut x) % sinks.len() as u64) as usize];
+                        let size = payload_size(&mut x);
+                        let (d, b) = (done.clone(), bad.clone());
+                        let check = move |ok: bool| {
+                            d.set(d.get() + 1);
+                            if !ok {
+                                b.set(b.get() + 1);
+                            }
+                        };
+                        let kinds = std::env::var("MIXED_KINDS").unwrap_or_else(|_| "012".into());
+                        let kind = kinds.as_bytes()[i as usize % kinds.len()] - b'0';
+                        match kind {
+                            0 => {
+                                let v = bytes(&mut x, size);
+                                let want: Vec<u8> = v.iter().rev().map(|b| b ^ 0x5a).collect();
+                                to.apply_with_then(
+                                    |c, v: Vec<u8>| {
+                                        *c += 1;
+                                        v.iter().rev().map(|b| b ^ 0x5a).collect::<Vec<u8>>()
+                                    },
+                                    v,
+                                    move |back| check(back == want),
+                                );
+                            }
+                            1 => {
+                                let s: String = (0..size / 3)
+                                    .map(|_| ['a', 'é', '世', '\n'][(next(&mut x) % 4) as usize])
+                                    .collect();
+                                let want = format!("{}{}", s.chars().rev().collect::<String>(), s.len());
+                                to.apply_with_then(
+                                    |c, s: String| {
+                                        *c += 1;
+                                        format!("{}{}", s.chars().rev().collect::<String>(), s.len())
+                                    },
+                                    s,
+                                    move |back| check(back == want),
+                                );
+                            }
+                            _ => {
+                                let f = Framed {
+                                    tag: next(&mut x) as u32,
+                                    body: bytes(&mut x, size),
+                                    nums: (0..size % 500).map(|_| next(&mut x) as u16).collect(),
+                                };
+                                let mut want = f.clone();
+                                want.tag = want.tag.wrapping_add(1);
+                                want.body.reverse();
+                                want.nums.push(7);
+                                to.apply_with_then(
+                                    |c, mut f: Framed| {
+                                        *c += 1;
+                                        f.tag = f.tag.wrapping_add(1);
+                                        f.body.reverse();
+                                        f.nums.push(7);
+                                        f
+                                    },
+                                    f,
+                                    move |back| check(back == want),
+                                );
+                            }
+                        }
+                        // Many in flight, not unbounded.
+                        while i + 1 - done.get() > 16 {
+                            gossamer::yield_now();
+                        }
+                    }
+                    while done.get() < EACH {
+                        gossamer::yield_now();
+                    }
+                    (done.get(), bad.get())
+                },
+                (sinks.clone(), 0x9e37_79b9_7f4a_7c15 ^ (t as u64 * 7919)),
+            )
+        })
+        .collect();
+    let (mut all, mut bad) = (0, 0);
+    for f in fibers {
+        let (d, b) = f.join().expect("a sender fiber failed");
+        all += d;
+        bad += b;
+    }
+    let served: u64 = sinks.iter().map(|s| s.apply(|c| *c)).sum();
+    assert_eq!(bad, 0, "{bad} of {all} answers came back wrong");
+    assert_eq!(served, u64::from(all));
+    println!("SCENARIO mixed ok: {all} payloads both ways");
+}
+
 fn crash() {
     // Rank 2 dies in the middle of the program.
     let h = gossamer::spawn_with::<_, _, ()>(
@@ -235,6 +376,7 @@ fn scenario_entry() {
         "payload" => payload,
         "crash" => crash,
         "huge" => huge,
+        "mixed" => mixed,
         "killed" => killed,
         "leader_panics" => leader_panics,
         "small" => small,
@@ -288,12 +430,27 @@ fn megabyte_payloads_cross_processes() {
 #[test]
 fn payloads_larger_than_the_bulk_area_cross_in_chunks_both_ways() {
     let mut cmd = scenario("huge");
-    cmd.env("GOSSAMER_BULK_BYTES", (1 << 20).to_string());
+    // Copying 64 MiB in a debug build keeps a thread busy for a while on a
+    // loaded machine: a long silence limit, so that it is not taken for hung.
+    cmd.env("GOSSAMER_BULK_BYTES", (1 << 20).to_string()).env("GOSSAMER_SILENCE_MS", "20000");
     let (out, _) = run_program(cmd, Duration::from_secs(300));
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SCENARIO huge ok"), "{t}");
     println!("{}", t.lines().filter(|l| l.starts_with("HUGE")).collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn random_payloads_cross_byte_exact_both_ways_under_concurrency() {
+    let mut cmd = scenario("mixed");
+    // A small bulk area, so that the largest payloads cross in chunks; a
+    // long silence limit, since debug builds of six busy threads share the
+    // test machine's cores.
+    cmd.env("GOSSAMER_BULK_BYTES", (64 << 10).to_string()).env("GOSSAMER_SILENCE_MS", "20000");
+    let (out, _) = run_program(cmd, Duration::from_secs(300));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO mixed ok"), "{t}");
 }
 
 #[test]

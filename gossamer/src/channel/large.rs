@@ -108,14 +108,25 @@ pub(crate) fn stash(bytes: &[u8]) -> u64 {
     id
 }
 
+/// Bytes of a response's framing around a pulled chunk: the serialized
+/// length and the trailer (see `transfer`), with room to spare.
+const CHUNK_FRAMING: usize = 16;
+
 /// Sends one chunk of a stashed result back (runs on the trustee). The
-/// environment is `(id, offset, len)`; the last chunk frees the entry.
+/// environment is `(id, offset, len)`. The chunk is cut to what is left of
+/// this batch's response bulk area, so that it is never stashed in turn (it
+/// may be empty: the puller asks again); the last chunk frees the entry.
 ///
 /// # Safety
 /// As for any shim.
 pub(crate) unsafe fn pull_shim(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     // SAFETY: encoded with this shim: an `(u64, u64, u64)` environment.
     let (id, offset, len) = unsafe { take_value::<(u64, u64, u64)>(env as *const Word) };
+    let room = match out.remote() {
+        Some(far) => far.bulk_bytes.saturating_sub(out.bulk_used()).saturating_sub(CHUNK_FRAMING),
+        None => usize::MAX,
+    };
+    let len = len.min(room as u64);
     let r: thread::Result<serde_bytes_vec::Bytes> = OUTBOX.with(|o| {
         let mut o = o.borrow_mut();
         let Some(buf) = o.get(&id) else {
