@@ -327,6 +327,51 @@ fn mixed() {
     println!("SCENARIO mixed ok: {all} payloads both ways");
 }
 
+/// One pair's large transfer does not stall another pair that shares its
+/// trustee: while thread 0 sends 64 MiB to a property on thread 4 and
+/// takes 64 MiB back, thread 2 (another process) keeps making small round
+/// trips to another property on thread 4.
+fn nostall() {
+    let big = gossamer::entrust_on(4, Vec::<u8>::new());
+    let small = gossamer::entrust_on(4, 0u64);
+    let started = gossamer::entrust_on(0, false);
+    let finished = gossamer::entrust_on(2, false);
+    let other = gossamer::spawn_with(
+        2,
+        |(small, started, finished): (Trust<u64>, Trust<bool>, Trust<bool>)| {
+            started.apply(|s| *s = true);
+            let mut trips = 0u64;
+            // `finished` lives on this thread: reading it is local.
+            while !finished.apply(|f| *f) {
+                small.apply(|x| *x += 1);
+                trips += 1;
+            }
+            trips
+        },
+        (small.clone(), started.clone(), finished.clone()),
+    );
+    while !started.apply(|s| *s) {
+        gossamer::yield_now();
+    }
+    let blob: Vec<u8> = (0..64usize << 20).map(|i| (i % 241) as u8).collect();
+    let t0 = Instant::now();
+    let n = big.apply_with(
+        |s, b: Vec<u8>| {
+            *s = b;
+            s.len()
+        },
+        blob,
+    );
+    let back: Vec<u8> = big.apply(|s| s.clone());
+    let took = t0.elapsed();
+    finished.apply(|f| *f = true);
+    let trips = other.join().expect("the small client failed");
+    assert_eq!((n, back.len()), (64 << 20, 64 << 20));
+    assert_eq!(small.apply(|x| *x), trips);
+    assert!(trips >= 3, "only {trips} small round trips during the {took:?} of the large transfer");
+    println!("SCENARIO nostall ok: {trips} small round trips during {took:?} of 2 x 64 MiB");
+}
+
 fn crash() {
     // Rank 2 dies in the middle of the program.
     let h = gossamer::spawn_with::<_, _, ()>(
@@ -377,6 +422,7 @@ fn scenario_entry() {
         "crash" => crash,
         "huge" => huge,
         "mixed" => mixed,
+        "nostall" => nostall,
         "killed" => killed,
         "leader_panics" => leader_panics,
         "small" => small,
@@ -451,6 +497,17 @@ fn random_payloads_cross_byte_exact_both_ways_under_concurrency() {
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SCENARIO mixed ok"), "{t}");
+}
+
+#[test]
+fn a_large_transfer_does_not_stall_another_pair() {
+    let mut cmd = scenario("nostall");
+    cmd.env("GOSSAMER_BULK_BYTES", (1 << 20).to_string()).env("GOSSAMER_SILENCE_MS", "20000");
+    let (out, _) = run_program(cmd, Duration::from_secs(300));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO nostall ok"), "{t}");
+    println!("{}", t.lines().find(|l| l.contains("SCENARIO nostall")).unwrap_or_default());
 }
 
 #[test]
