@@ -206,15 +206,10 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
             "lru_crawler_starts",
             "lru_maintainer_juggles",
             "malloc_fails",
-            "log_worker_dropped",
-            "log_worker_written",
-            "log_watcher_skipped",
-            "log_watcher_sent",
-            "log_watchers",
-            "unexpected_napi_ids",
-            "round_robin_fallback",
         ],
     );
+    log_stats(s, shared);
+    zeros(s, &["unexpected_napi_ids", "round_robin_fallback"]);
     s.stat("bytes", &st.bytes);
     s.stat("curr_items", &st.curr_items);
     s.stat("total_items", &st.total_items);
@@ -241,6 +236,16 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
     s.stat("shards", &cfg.shard_count());
 }
 
+/// memcached's logger counters, from the log watchers.
+fn log_stats<S: Sink>(s: &mut S, shared: &Shared) {
+    let w = &shared.admin.watchers;
+    s.stat("log_worker_dropped", &0);
+    s.stat("log_worker_written", &w.written.load(Ordering::Relaxed));
+    s.stat("log_watcher_skipped", &w.skipped.load(Ordering::Relaxed));
+    s.stat("log_watcher_sent", &w.sent.load(Ordering::Relaxed));
+    s.stat("log_watchers", &w.count());
+}
+
 /// `stats settings`: memcached 1.6.18's keys in its order (as the Debian
 /// build, with extstore and TLS, prints them), then this server's own.
 /// Settings of machinery this server does not have show memcached's
@@ -257,13 +262,15 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("evictions", &"on");
     s.stat("domain_socket", &"NULL");
     s.stat("umask", &"700");
-    s.stat("shutdown_command", &"no");
+    let admin = &shared.admin;
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    s.stat("shutdown_command", &yes_no(admin.shutdown_enabled));
     s.stat("growth_factor", &"1.25");
     s.stat("chunk_size", &48);
     s.stat("num_threads", &cfg.threads);
     s.stat("num_threads_per_udp", &cfg.threads);
-    s.stat("stat_key_prefix", &":");
-    s.stat("detail_enabled", &"no");
+    s.stat("stat_key_prefix", &char::from(admin.detail.delimiter()));
+    s.stat("detail_enabled", &yes_no(admin.detail.enabled()));
     s.stat("reqs_per_event", &20);
     s.stat("cas_enabled", &"yes");
     s.stat("tcp_backlog", &TCP_BACKLOG);
@@ -273,9 +280,9 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("item_size_max", &cfg.item_size_max);
     s.stat("maxconns_fast", &"yes");
     s.stat("hashpower_init", &0);
-    s.stat("slab_reassign", &"yes");
-    s.stat("slab_automove", &1);
-    s.stat("slab_automove_ratio", &"0.80");
+    s.stat("slab_reassign", &yes_no(admin.slab_reassign));
+    s.stat("slab_automove", &admin.slab_automove.load(Ordering::Relaxed));
+    s.stat("slab_automove_ratio", &format!("{:.2}", admin.automove_ratio()));
     s.stat("slab_automove_window", &30);
     s.stat("slab_chunk_max", &524_288);
     s.stat("lru_crawler", &"yes");
@@ -294,10 +301,10 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("temp_lru", &"no");
     s.stat("temporary_ttl", &61);
     s.stat("idle_timeout", &0);
-    s.stat("watcher_logbuf_size", &262_144);
-    s.stat("worker_logbuf_size", &65_536);
+    s.stat("watcher_logbuf_size", &admin.watcher_logbuf_size);
+    s.stat("worker_logbuf_size", &admin.worker_logbuf_size);
     s.stat("read_buf_mem_limit", &0);
-    s.stat("track_sizes", &"no");
+    s.stat("track_sizes", &yes_no(admin.track_sizes.load(Ordering::Relaxed)));
     s.stat("inline_ascii_response", &"no");
     s.stat("ext_item_size", &512);
     s.stat("ext_item_age", &u32::MAX);

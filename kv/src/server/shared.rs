@@ -375,6 +375,8 @@ pub struct Shared {
     pub oldest_live: AtomicU32,
     /// Counter values at the last `stats reset`.
     baseline: Mutex<CounterValues>,
+    /// Detail stats, log watchers and the other administrative state.
+    pub admin: super::admin::AdminState,
 }
 
 impl Shared {
@@ -390,6 +392,7 @@ impl Shared {
                 .collect(),
             started: clock::now(),
             oldest_live: AtomicU32::new(0),
+            admin: super::admin::AdminState::new(&config),
             config,
             addrs,
             stop: AtomicBool::new(false),

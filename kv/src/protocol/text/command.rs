@@ -1,5 +1,6 @@
 //! Commands of memcached's text protocol, as the parser hands them over.
 
+use super::admin::Admin;
 use crate::store::StoreMode;
 
 /// Which `stats` report.
@@ -113,6 +114,13 @@ pub enum Command<'a> {
     Reply {
         /// The reply line, with `\r\n`.
         text: &'static [u8],
+        /// Suppress the reply.
+        noreply: bool,
+    },
+    /// An administrative command that needs the server's state.
+    Admin {
+        /// The command.
+        cmd: Admin<'a>,
         /// Suppress the reply.
         noreply: bool,
     },

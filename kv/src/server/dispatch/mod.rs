@@ -3,6 +3,8 @@
 mod binary;
 mod text;
 
+pub use super::admin::hooks::issue;
+
 use std::sync::Arc;
 
 pub use binary::binary;
