@@ -37,6 +37,8 @@ pub struct Item {
     pub cas: u64,
     /// Whether a client has read it since it was stored.
     pub fetched: bool,
+    /// The memcached slab class it is accounted to (set when stored).
+    pub class: u8,
 }
 
 impl Item {

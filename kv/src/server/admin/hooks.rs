@@ -27,9 +27,11 @@ pub fn issue(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ct
 
 /// What to note once the outcome is back.
 enum Note {
-    /// `detail`: the tag of a detail count, if the get is one.
+    /// `detail`: the tag of a detail count, if the get is one; `log`: a
+    /// fetchers watcher was there when the request was made.
     Get {
         detail: Option<u64>,
+        log: bool,
     },
     Store {
         cmd: &'static str,
@@ -69,7 +71,8 @@ fn observed(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ctx
         // binary protocol's is.
         Op::Get { value, .. } => {
             let counted = (!text || *value) && admin.detail.enabled();
-            Some(Note::Get { detail: counted.then(|| conn.detail.borrow().tag()) })
+            let log = admin.watchers.wants(log::FETCHERS);
+            (counted || log).then(|| Note::Get { detail: counted.then(|| conn.detail.borrow().tag()), log })
         }
         Op::Store { mode, key, flags, exptime, data, .. } => {
             if admin.detail.enabled() {
@@ -115,7 +118,7 @@ fn record(env: &Env<'_>, conn: &ConnShared, r: Record) {
 fn note_outcome(shared: &Shared, conn: &ConnShared, note: Note, key: &[u8], outcome: &Outcome, cfd: i32) {
     let admin = &shared.admin;
     match note {
-        Note::Get { detail } => {
+        Note::Get { detail, log } => {
             let (key, hit) = match outcome {
                 Outcome::Found(h) => (&h.key[..], Some(h)),
                 Outcome::Missing(k) => (&k[..], None),
@@ -124,7 +127,7 @@ fn note_outcome(shared: &Shared, conn: &ConnShared, note: Note, key: &[u8], outc
             if let Some(tag) = detail {
                 conn.detail.borrow_mut().record(&admin.detail, tag, Record::Get(key.to_vec(), hit.is_some()));
             }
-            if admin.watchers.wants(log::FETCHERS) {
+            if log && admin.watchers.wants(log::FETCHERS) {
                 match hit {
                     Some(h) => {
                         let clsid = admin.clsid(item_size(key.len(), h.flags, h.data.len()));

@@ -44,8 +44,6 @@ pub struct AdminState {
     pub watcher_logbuf_size: u64,
     /// memcached's `worker_logbuf_size` in bytes.
     pub worker_logbuf_size: u64,
-    /// Chunk sizes of memcached's slab classes.
-    pub classes: Vec<u32>,
 }
 
 impl AdminState {
@@ -64,7 +62,6 @@ impl AdminState {
             track_sizes: AtomicBool::new(x.track_sizes),
             watcher_logbuf_size: x.watcher_logbuf_size,
             worker_logbuf_size: x.worker_logbuf_size,
-            classes: slabs::class_sizes(),
         }
     }
 
@@ -87,6 +84,6 @@ impl AdminState {
 
     /// The slab class of an item of `ntotal` bytes.
     pub fn clsid(&self, ntotal: usize) -> u32 {
-        slabs::clsid(&self.classes, ntotal)
+        crate::store::classes::clsid(ntotal)
     }
 }

@@ -160,7 +160,7 @@ fn stat(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, key: &[u8]) {
                 Reply::Bytes(out)
             },
         ),
-        StatsKind::Settings | StatsKind::Sizes => {
+        StatsKind::Settings => {
             conn.push(Reply::Bytes(report::write(BinSink::new(ctx), kind, env.shared, &ShardStats::default())));
         }
         _ => env.shards.broadcast(

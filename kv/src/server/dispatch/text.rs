@@ -84,7 +84,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
                 },
             );
         }
-        Command::Stats(kind @ (StatsKind::Settings | StatsKind::Sizes | StatsKind::Conns)) => {
+        Command::Stats(kind @ (StatsKind::Settings | StatsKind::Conns)) => {
             conn.push(Reply::Bytes(report::write(TextSink::default(), kind, env.shared, &ShardStats::default())));
         }
         Command::Stats(kind) => {
