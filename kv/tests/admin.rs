@@ -259,6 +259,9 @@ fn slabs_commands_match_memcached() {
         text(raw, b"stats settings\r\n").lines().filter(|l| l.contains("slab_automove")).collect::<Vec<_>>().join("\n")
     };
     assert_eq!(settings(&mut b), settings(&mut a));
+    drop((mc, kv));
+    let Some((mc, kv)) = pair(&["-o", "no_slab_reassign"]) else { return };
+    compare_text(&mc, &kv, &[b"slabs reassign 1 2\r\n", b"slabs reassign x y\r\n", b"slabs automove 1\r\n"]);
 }
 
 /// Waits (bounded) for `p` to exit.

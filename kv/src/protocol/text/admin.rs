@@ -75,12 +75,11 @@ pub enum Admin<'a> {
         /// The ratio as sent.
         ratio: &'a [u8],
     },
-    /// `slabs reassign <src> <dst>`.
+    /// `slabs reassign <src> <dst>`: the classes, or `None` when they do
+    /// not parse (memcached first checks that reassignment is enabled).
     Reassign {
-        /// Source class.
-        src: i32,
-        /// Destination class.
-        dst: i32,
+        /// Source and destination class.
+        classes: Option<(i32, i32)>,
     },
     /// `shutdown` or `shutdown graceful`; `None` for any other mode.
     Shutdown {
@@ -165,10 +164,10 @@ pub fn safe_strtod(s: &[u8]) -> Option<f64> {
 pub fn slabs(line: &[u8]) -> Command<'_> {
     let w = words(line);
     match (w.len(), w.get(1).copied()) {
-        (4, Some(b"reassign")) => match (safe_strtol(w[2]), safe_strtol(w[3])) {
-            (Some(src), Some(dst)) => admin(Admin::Reassign { src, dst }, false),
-            _ => reply(replies::BAD_FORMAT, false),
-        },
+        (4, Some(b"reassign")) => {
+            let classes = safe_strtol(w[2]).zip(safe_strtol(w[3]));
+            admin(Admin::Reassign { classes }, false)
+        }
         (n, Some(b"automove")) if n >= 3 => {
             let noreply = noreply(&w);
             if w[2] == b"ratio" {

@@ -89,9 +89,11 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Admin<'_>, noreply: bool)
             }
             say(replies::OK);
         }
-        Admin::Reassign { src, dst } => {
-            say(if admin.slab_reassign { slabs::reassign_reply(src, dst) } else { REASSIGN_DISABLED });
-        }
+        Admin::Reassign { classes } => say(match classes {
+            _ if !admin.slab_reassign => REASSIGN_DISABLED,
+            None => replies::BAD_FORMAT,
+            Some((src, dst)) => slabs::reassign_reply(src, dst),
+        }),
         Admin::Shutdown { graceful } => match graceful {
             _ if !admin.shutdown_enabled => say(SHUTDOWN_DISABLED),
             None => say(SHUTDOWN_MODE),

@@ -142,6 +142,21 @@ mod tests {
     }
 
     #[test]
+    fn counts_wait_for_earlier_dumps() {
+        let d = Detail::new(b':', true, Arc::default());
+        let mut h = Hold::default();
+        let before = h.tag();
+        h.issue_dump();
+        // A store made after the dump was asked for, counted at once...
+        let after = h.tag();
+        h.record(&d, after, Record::Set(b"a:1".to_vec()));
+        // ...and a get made before it, answered later.
+        h.record(&d, before, Record::Get(b"a:1".to_vec(), false));
+        assert_eq!(h.take_dump(&d), b"PREFIX a get 1 hit 0 set 0 del 0\r\nEND\r\n");
+        assert_eq!(d.dump(), b"PREFIX a get 1 hit 0 set 1 del 0\r\nEND\r\n");
+    }
+
+    #[test]
     fn other_delimiter() {
         let d = Detail::new(b'-', true, Arc::default());
         d.record_set(b"a-b");

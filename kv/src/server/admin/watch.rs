@@ -263,17 +263,6 @@ impl Watchers {
             &format!("type=conn_close rip={rip} rport={rport} transport=tcp reason={reason} cfd={cfd}"),
         );
     }
-
-    /// An item evicted to make room (`evictions`).
-    pub fn eviction(&self, key: &[u8], fetched: bool, ttl: i64, last_access: u32, clsid: u32, size: usize) {
-        let mut k = String::new();
-        uriencode(key, &mut k);
-        let fetch = if fetched { "yes" } else { "no" };
-        self.log(
-            log::EVICTIONS,
-            &format!("type=eviction key={k} fetch={fetch} ttl={ttl} la={last_access} clsid={clsid} size={size}"),
-        );
-    }
 }
 
 fn endpoint(peer: Option<SocketAddr>) -> (String, u16) {

@@ -61,9 +61,9 @@ fn slabs_forms() {
     assert_eq!(cmd("slabs automove ratio 0.5\r\n"), adm(Admin::AutomoveRatio { ratio: b"0.5" }, false));
     assert_eq!(cmd("slabs automove ratio\r\n"), rep(replies::ERROR, false));
     assert_eq!(cmd("slabs automove ratio x noreply\r\n"), rep(replies::ERROR, true));
-    assert_eq!(cmd("slabs reassign 1 2\r\n"), adm(Admin::Reassign { src: 1, dst: 2 }, false));
-    assert_eq!(cmd("slabs reassign -1 2\r\n"), adm(Admin::Reassign { src: -1, dst: 2 }, false));
-    assert_eq!(cmd("slabs reassign x y\r\n"), rep(replies::BAD_FORMAT, false));
+    assert_eq!(cmd("slabs reassign 1 2\r\n"), adm(Admin::Reassign { classes: Some((1, 2)) }, false));
+    assert_eq!(cmd("slabs reassign -1 2\r\n"), adm(Admin::Reassign { classes: Some((-1, 2)) }, false));
+    assert_eq!(cmd("slabs reassign x y\r\n"), adm(Admin::Reassign { classes: None }, false));
     assert_eq!(cmd("slabs reassign 1\r\n"), rep(replies::ERROR, false));
     assert_eq!(cmd("slabs reassign 1 2 noreply\r\n"), rep(replies::ERROR, false));
     assert_eq!(cmd("slabs\r\n"), rep(replies::ERROR, false));
@@ -152,6 +152,6 @@ proptest! {
     #[test]
     fn reassign_numbers(src: i32, dst: i32) {
         let line = format!("slabs reassign {src} {dst}\r\n");
-        prop_assert_eq!(parse(line.as_bytes(), &LIMITS).unwrap().command, adm(Admin::Reassign { src, dst }, false));
+        prop_assert_eq!(parse(line.as_bytes(), &LIMITS).unwrap().command, adm(Admin::Reassign { classes: Some((src, dst)) }, false));
     }
 }
