@@ -321,9 +321,8 @@ fn watch_streams_match_memcached() {
         let mut fetch = p.raw();
         fetch.send(b"watch fetchers\r\n");
         assert_eq!(fetch.recv_until(b"OK\r\n"), b"OK\r\n");
-        for cmd in [&b"get k\r\n"[..], b"get nope\r\n", b"gets k2\r\n", b"get k k2 zz\r\n", b"get sp\x01c\r\n"] {
-            text(&mut c, cmd);
-        }
+        let gets = [&b"get k\r\n"[..], b"get nope\r\n", b"gets k2\r\n", b"get k k2 zz\r\n", b"get sp\x01c\r\n"];
+        text(&mut c, &gets.concat());
         let fetched = log_lines(&mut fetch, 7);
         drop(fetch);
         // Let both servers notice the watcher's close before the next one.
@@ -331,9 +330,9 @@ fn watch_streams_match_memcached() {
         let mut mutate = p.raw();
         mutate.send(b"watch mutations connevents\r\n");
         assert_eq!(mutate.recv_until(b"OK\r\n"), b"OK\r\n");
-        // One command at a time, so lines come in command order.
+        // Pipelined: lines still come in command order.
         let mut c = p.raw();
-        for cmd in [
+        let stores: Vec<u8> = [
             &b"set k3 0 100 2\r\nab\r\n"[..],
             b"add k 0 0 1\r\nx\r\n",
             b"replace q 0 0 1\r\nx\r\n",
@@ -341,9 +340,9 @@ fn watch_streams_match_memcached() {
             b"cas k 0 0 1 999\r\nx\r\n",
             b"cas q 0 0 1 1\r\nx\r\n",
             b"set n 0 0 1 noreply\r\nx\r\n",
-        ] {
-            text(&mut c, cmd);
-        }
+        ]
+        .concat();
+        text(&mut c, &stores);
         drop(c);
         streams.push((fetched, log_lines(&mut mutate, 9)));
     }

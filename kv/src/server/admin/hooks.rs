@@ -4,13 +4,14 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use super::detail::Record;
 use crate::clock;
 use crate::protocol::text::admin::log;
 use crate::server::dispatch::Env;
 use crate::server::local::ConnShared;
-use crate::server::outq::{Ctx, Reply};
+use crate::server::outq::{Ctx, OnRender, Reply};
 use crate::server::shared::Shared;
 use crate::store::{item_size, Op, Outcome, StoreMode};
 
@@ -102,8 +103,16 @@ fn observed(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ctx
     let cfd = conn.fd.get();
     let seq = conn.out.borrow_mut().reserve();
     env.shards.issue_then(conn, shard, op, move |c, outcome| {
-        note_outcome(&shared, c, note, &key, &outcome, cfd);
-        c.complete(seq, Reply::Outcome(outcome, ctx));
+        let log = note_outcome(&shared, c, note, key, &outcome, cfd);
+        let reply = Reply::Outcome(outcome, ctx);
+        c.complete(
+            seq,
+            match log {
+                // Log lines go out as the replies do: in request order.
+                Some(log) => Reply::Then(Box::new(reply), OnRender(log)),
+                None => reply,
+            },
+        );
     });
 }
 
@@ -115,27 +124,42 @@ fn record(env: &Env<'_>, conn: &ConnShared, r: Record) {
     hold.record(&env.shared.admin.detail, tag, r);
 }
 
-fn note_outcome(shared: &Shared, conn: &ConnShared, note: Note, key: &[u8], outcome: &Outcome, cfd: i32) {
+/// Counts the outcome for detail stats now, and returns the log line to
+/// write when its reply is rendered, if a watcher wants one.
+fn note_outcome(
+    shared: &Arc<Shared>,
+    conn: &ConnShared,
+    note: Note,
+    key: Vec<u8>,
+    outcome: &Outcome,
+    cfd: i32,
+) -> Option<Box<dyn FnOnce()>> {
     let admin = &shared.admin;
+    let shared = shared.clone();
     match note {
         Note::Get { detail, log } => {
             let (key, hit) = match outcome {
                 Outcome::Found(h) => (&h.key[..], Some(h)),
                 Outcome::Missing(k) => (&k[..], None),
-                _ => return,
+                _ => return None,
             };
             if let Some(tag) = detail {
                 conn.detail.borrow_mut().record(&admin.detail, tag, Record::Get(key.to_vec(), hit.is_some()));
             }
-            if log && admin.watchers.wants(log::FETCHERS) {
-                match hit {
-                    Some(h) => {
-                        let clsid = admin.clsid(item_size(key.len(), h.flags, h.data.len()));
-                        admin.watchers.item_get(key, "found", clsid, cfd, h.data.len());
-                    }
-                    None => admin.watchers.item_get(key, "not_found", 0, cfd, 0),
-                }
+            if !log {
+                return None;
             }
+            let (status, clsid, size) = match hit {
+                Some(h) => ("found", admin.clsid(item_size(key.len(), h.flags, h.data.len())), h.data.len()),
+                None => ("not_found", 0, 0),
+            };
+            let key = key.to_vec();
+            Some(Box::new(move || {
+                let w = &shared.admin.watchers;
+                if w.wants(log::FETCHERS) {
+                    w.item_get(&key, status, clsid, cfd, size);
+                }
+            }))
         }
         Note::Store { cmd, ttl, ntotal, size } => {
             let status = match outcome {
@@ -144,11 +168,15 @@ fn note_outcome(shared: &Shared, conn: &ConnShared, note: Note, key: &[u8], outc
                 Outcome::Exists => "exists",
                 Outcome::NotFound => "not_found",
                 Outcome::OutOfMemory => "no_memory",
-                _ => return,
+                _ => return None,
             };
-            if admin.watchers.wants(log::MUTATIONS) {
-                admin.watchers.item_store(key, status, cmd, ttl, admin.clsid(ntotal), cfd, size);
-            }
+            let clsid = admin.clsid(ntotal);
+            Some(Box::new(move || {
+                let w = &shared.admin.watchers;
+                if w.wants(log::MUTATIONS) {
+                    w.item_store(&key, status, cmd, ttl, clsid, cfd, size);
+                }
+            }))
         }
     }
 }
@@ -166,8 +194,13 @@ pub fn too_large(env: &Env<'_>, conn: &ConnShared, key: &[u8], mode: Option<Stor
     }
     if let Some(mode) = mode {
         if admin.watchers.wants(log::MUTATIONS) {
-            let cfd = conn.fd.get();
-            admin.watchers.item_store(key, "too_large", cmd_name(mode), 0, u32::from(cfd as u8), 0, 0);
+            let (shared, key, cfd) = (env.shared.clone(), key.to_vec(), conn.fd.get());
+            let log = move || {
+                let w = &shared.admin.watchers;
+                w.item_store(&key, "too_large", cmd_name(mode), 0, u32::from(cfd as u8), 0, 0);
+            };
+            // After the replies before it, like the other lines.
+            conn.push(Reply::Then(Box::new(Reply::Nothing), OnRender(Box::new(log))));
         }
     }
 }
