@@ -257,8 +257,7 @@ impl Conn {
             };
             self.head += consumed;
             self.swallow = swallow;
-            let watch = self.shared.watch.borrow_mut().take();
-            if let Some(w) = watch {
+            if let Some(w) = self.shared.watch.take() {
                 self.watching = Some(w.clone());
                 self.watch_pending = Some((w, env.shared.admin.watchers.clone()));
                 self.start_watch();

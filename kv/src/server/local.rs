@@ -82,7 +82,7 @@ pub struct ConnShared {
     pub fd: Cell<RawFd>,
     /// A log watcher the connection has just become (its connection
     /// starts the watcher's writer).
-    pub watch: RefCell<Option<Arc<Watcher>>>,
+    pub watch: Cell<Option<Arc<Watcher>>>,
     /// Detail counts kept in command order around `stats detail dump`.
     pub detail: RefCell<Hold>,
     queued: Cell<bool>,
@@ -98,7 +98,7 @@ impl ConnShared {
             local,
             pending: Cell::new(0),
             fd: Cell::new(-1),
-            watch: RefCell::new(None),
+            watch: Cell::new(None),
             detail: RefCell::new(Hold::default()),
             queued: Cell::new(false),
             dead: Cell::new(false),

@@ -75,7 +75,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Admin<'_>, noreply: bool)
             // The connection starts the watcher's writer once the replies
             // before it are out (memcached sends them first, too).
             match admin.watchers.add(mask) {
-                Ok(w) => *conn.watch.borrow_mut() = Some(w),
+                Ok(w) => conn.watch.set(Some(w)),
                 Err(AddError::TooMany) => say(WATCH_TOO_MANY),
             }
         }
