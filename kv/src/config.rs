@@ -1,8 +1,11 @@
 //! Command-line configuration, with memcached's flag names.
 
+pub mod options;
+
 use clap::Parser;
 
 use crate::error::Error;
+pub use options::{Extended, OptionError};
 
 /// A memcached-compatible server whose table lives in Gossamer trustees.
 #[derive(Parser, Debug, Clone)]
@@ -46,6 +49,19 @@ pub struct Config {
     /// connections (Gossamer's dedicated trustees).
     #[arg(long = "dedicated-trustees", default_value_t = 0)]
     pub dedicated_trustees: usize,
+
+    /// Prefix delimiter for per-prefix stats (`stats detail`); giving it
+    /// also turns per-prefix counting on, as in memcached.
+    #[arg(short = 'D', value_name = "CHAR")]
+    pub prefix_delimiter: Option<String>,
+
+    /// Enable the `shutdown` command.
+    #[arg(short = 'A', long = "enable-shutdown")]
+    pub enable_shutdown: bool,
+
+    /// memcached's extended options, comma-separated (may be repeated).
+    #[arg(short = 'o', long = "extended", value_name = "OPTIONS")]
+    pub extended: Vec<String>,
 
     /// Pin worker threads to cores.
     #[arg(long = "pin")]
@@ -107,9 +123,25 @@ impl Config {
         }
     }
 
+    /// The `-o` options.
+    pub fn extended_options(&self) -> Result<Extended, OptionError> {
+        Extended::parse(&self.extended)
+    }
+
+    /// The prefix delimiter (`-D`; `:` by default).
+    pub fn delimiter(&self) -> u8 {
+        self.prefix_delimiter.as_deref().and_then(|d| d.bytes().next()).unwrap_or(b':')
+    }
+
     /// Checks the combination of settings, as memcached does at start-up.
     pub fn validate(&self) -> Result<(), Error> {
         let bad = |m: String| Err(Error::Config(m));
+        if self.prefix_delimiter.as_deref() == Some("") {
+            return bad("No delimiter specified".into());
+        }
+        if let Err(e) = self.extended_options() {
+            return bad(e.to_string());
+        }
         if self.udp_port != 0 {
             return bad("UDP is not supported; use -U 0".into());
         }

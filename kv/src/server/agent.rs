@@ -26,7 +26,7 @@ pub struct Agent {
 pub enum AgentOp {
     /// Report the process's counters.
     Stats,
-    /// `stats reset`: zero the process's counters.
+    /// `stats reset`: zero the process's counters and detail counts.
     Reset,
     /// `flush_all` with this client delay: noted for `stats settings`.
     Flush(i64),
@@ -116,6 +116,7 @@ impl Agent {
             AgentOp::Stats => AgentReply::Stats(Box::new(self.stats())),
             AgentOp::Reset => {
                 sh.reset_counters();
+                sh.admin.detail.clear();
                 AgentReply::Done
             }
             AgentOp::Flush(delay) => {

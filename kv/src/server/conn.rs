@@ -8,14 +8,16 @@
 //! starve the others.
 
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, AsRawFd};
 use std::rc::Rc;
 use std::sync::Arc;
 
 use mio::net::TcpStream;
 
+use super::admin::watch::{Watcher, Watchers};
 use super::dispatch::{self, Env, Flow};
 use super::local::ConnShared;
-use super::shared::{bump, ConnInfo, Resting, WorkerCounters};
+use super::shared::{bump, ConnInfo, ConnState, Resting, WorkerCounters};
 use crate::protocol::{binary, text, Protocol};
 
 /// Initial read buffer (memcached's is 16 KiB too).
@@ -64,11 +66,17 @@ pub struct Conn {
     pub in_backlog: bool,
     /// What `stats conns` shows of it.
     pub info: Arc<ConnInfo>,
+    /// The connection is a log watcher: its input is ignored and a writer
+    /// thread sends the log lines.
+    watching: Option<Arc<Watcher>>,
+    /// A watcher whose writer starts once the replies before it are out.
+    watch_pending: Option<(Arc<Watcher>, Arc<Watchers>)>,
 }
 
 impl Conn {
     /// A connection on `stream`.
     pub fn new(stream: TcpStream, shared: Rc<ConnShared>, info: Arc<ConnInfo>) -> Conn {
+        shared.fd.set(stream.as_raw_fd());
         Conn {
             stream,
             shared,
@@ -84,11 +92,42 @@ impl Conn {
             blocked: false,
             in_backlog: false,
             info,
+            watching: None,
+            watch_pending: None,
         }
+    }
+
+    /// Hands the socket to the log watcher the connection has become, once
+    /// every reply before it has been written.
+    fn start_watch(&mut self) {
+        let idle = {
+            let out = self.shared.out.borrow();
+            out.waiting() == 0 && out.unwritten() == 0
+        };
+        if !idle {
+            return;
+        }
+        let Some((w, watchers)) = self.watch_pending.take() else { return };
+        match self.stream.as_fd().try_clone_to_owned() {
+            Ok(fd) => watchers.spawn_writer(w, std::net::TcpStream::from(fd)),
+            Err(e) => {
+                tracing::warn!("cannot start a log watcher: {e}");
+                w.close();
+            }
+        }
+    }
+
+    /// Whether the connection is a log watcher.
+    pub fn is_watching(&self) -> bool {
+        self.watching.is_some()
     }
 
     /// Tells `stats conns` what the connection is doing between turns.
     pub fn publish(&self) {
+        if self.watching.is_some() {
+            self.info.publish(ConnState::Watch, self.rbuf.len());
+            return;
+        }
         let out = self.shared.out.borrow();
         let state = Resting {
             started: self.proto.is_some(),
@@ -179,6 +218,10 @@ impl Conn {
                     return true;
                 }
             }
+            if self.watching.is_some() {
+                // memcached stops reading a watcher's input.
+                self.head = self.tail;
+            }
             if self.head == self.tail {
                 self.head = 0;
                 self.tail = 0;
@@ -214,6 +257,11 @@ impl Conn {
             };
             self.head += consumed;
             self.swallow = swallow;
+            if let Some(w) = self.shared.watch.take() {
+                self.watching = Some(w.clone());
+                self.watch_pending = Some((w, env.shared.admin.watchers.clone()));
+                self.start_watch();
+            }
             if flow == Flow::Stop {
                 self.stopped = true;
             }
@@ -248,6 +296,10 @@ impl Conn {
             }
         }
         out.trim(MAX_UNWRITTEN);
+        drop(out);
+        if self.watch_pending.is_some() {
+            self.start_watch();
+        }
     }
 
     /// Whether the connection should be closed now.
@@ -262,5 +314,13 @@ impl Conn {
         // The client closed its side: done once everything it sent is
         // answered (an incomplete last command never will be).
         self.read_closed && !self.blocked && self.shared.pending.get() == 0 && out.is_idle()
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(w) = &self.watching {
+            w.close();
+        }
     }
 }

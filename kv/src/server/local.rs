@@ -6,7 +6,12 @@
 //! a borrow: the worker only borrows between delegation calls.
 
 use std::cell::{Cell, RefCell};
+use std::os::fd::RawFd;
 use std::rc::Rc;
+use std::sync::Arc;
+
+use super::admin::detail::Hold;
+use super::admin::watch::Watcher;
 
 use gossamer::Unparker;
 
@@ -95,6 +100,13 @@ pub struct ConnShared {
     pub local: Rc<Local>,
     /// Requests issued and not yet answered.
     pub pending: Cell<usize>,
+    /// The socket's descriptor (for log lines), -1 until known.
+    pub fd: Cell<RawFd>,
+    /// A log watcher the connection has just become (its connection
+    /// starts the watcher's writer).
+    pub watch: Cell<Option<Arc<Watcher>>>,
+    /// Detail counts kept in command order around `stats detail dump`.
+    pub detail: RefCell<Hold>,
     queued: Cell<bool>,
     dead: Cell<bool>,
 }
@@ -107,6 +119,9 @@ impl ConnShared {
             out: RefCell::new(OutQueue::default()),
             local,
             pending: Cell::new(0),
+            fd: Cell::new(-1),
+            watch: Cell::new(None),
+            detail: RefCell::new(Hold::default()),
             queued: Cell::new(false),
             dead: Cell::new(false),
         }

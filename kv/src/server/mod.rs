@@ -2,6 +2,7 @@
 //! table, and a connection worker fiber on each worker thread that serves
 //! its share of the client connections.
 
+mod admin;
 mod agent;
 mod conn;
 mod dispatch;

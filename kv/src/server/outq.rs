@@ -51,6 +51,18 @@ pub enum Reply {
     Nothing,
     /// Close the connection once everything before has been sent.
     Close,
+    /// A reply, and something to do when it is rendered: in request order
+    /// (log lines for watchers).
+    Then(Box<Reply>, OnRender),
+}
+
+/// What to do when a reply is rendered.
+pub struct OnRender(pub Box<dyn FnOnce()>);
+
+impl std::fmt::Debug for OnRender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnRender")
+    }
 }
 
 /// The ordered replies of one connection.
@@ -199,6 +211,10 @@ impl OutQueue {
             Reply::Static(s) => self.buf.extend_from_slice(s),
             Reply::Bytes(b) => self.buf.extend_from_slice(&b),
             Reply::Close => self.close = true,
+            Reply::Then(r, then) => {
+                (then.0)();
+                self.render(*r);
+            }
         }
     }
 }

@@ -33,6 +33,7 @@ use gossamer::Parker;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 
+use super::admin;
 use super::conn::{Conn, Turn};
 use super::dispatch::Env;
 use super::local::{ConnShared, Local};
@@ -399,6 +400,9 @@ impl Reactor {
         }
         let shared = Rc::new(ConnShared::new(slot, self.local.clone()));
         let info = self.shared.register_conn(self.index, slot, &stream);
+        if self.shared.admin.observing() {
+            admin::hooks::conn_new(&self.shared, stream.peer_addr().ok(), info.fd);
+        }
         self.conns[slot] = Some(Conn::new(stream, shared, info));
         self.service(slot);
     }
@@ -406,6 +410,14 @@ impl Reactor {
     fn close(&mut self, slot: usize) {
         let Some(mut conn) = self.conns[slot].take() else { return };
         self.shared.unregister_conn(self.index, slot);
+        if self.shared.admin.observing() {
+            admin::hooks::conn_close(
+                &self.shared,
+                conn.stream.peer_addr().ok(),
+                conn.broken || conn.is_watching(),
+                conn.info.fd,
+            );
+        }
         conn.shared.kill();
         let _ = self.poll.registry().deregister(&mut conn.stream);
         drop(conn);

@@ -16,7 +16,7 @@ use crate::clock;
 use crate::protocol::binary::reply as bin_reply;
 use crate::protocol::binary::BinCtx;
 use crate::protocol::text::StatsKind;
-use crate::store::{Outcome, ShardStats};
+use crate::store::{classes, ClassStats, Outcome, ShardStats};
 
 /// The version this server reports.
 pub const VERSION: &str = concat!("1.6.18-gossamer-kv-", env!("CARGO_PKG_VERSION"));
@@ -133,7 +133,7 @@ pub fn write<S: Sink>(mut sink: S, kind: StatsKind, shared: &Shared, totals: &To
         StatsKind::Settings => settings(&mut sink, shared),
         StatsKind::Items => item_class(&mut sink, items),
         StatsKind::Slabs => slabs(&mut sink, items),
-        StatsKind::Sizes => sink.stat("sizes_status", &"disabled"),
+        StatsKind::Sizes => sizes(&mut sink, shared, items),
         StatsKind::Reset => {}
         StatsKind::Conns => return conns(sink, shared),
     }
@@ -243,15 +243,10 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
             "lru_crawler_starts",
             "lru_maintainer_juggles",
             "malloc_fails",
-            "log_worker_dropped",
-            "log_worker_written",
-            "log_watcher_skipped",
-            "log_watcher_sent",
-            "log_watchers",
-            "unexpected_napi_ids",
-            "round_robin_fallback",
         ],
     );
+    log_stats(s, shared);
+    zeros(s, &["unexpected_napi_ids", "round_robin_fallback"]);
     s.stat("bytes", &st.bytes);
     s.stat("curr_items", &st.curr_items);
     s.stat("total_items", &st.total_items);
@@ -280,6 +275,16 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("rank", &totals.rank.unwrap_or(shared.rank));
 }
 
+/// memcached's logger counters, from the log watchers.
+fn log_stats<S: Sink>(s: &mut S, shared: &Shared) {
+    let w = &shared.admin.watchers;
+    s.stat("log_worker_dropped", &0);
+    s.stat("log_worker_written", &w.written.load(Ordering::Relaxed));
+    s.stat("log_watcher_skipped", &w.skipped.load(Ordering::Relaxed));
+    s.stat("log_watcher_sent", &w.sent.load(Ordering::Relaxed));
+    s.stat("log_watchers", &w.count());
+}
+
 /// `stats settings`: memcached 1.6.18's keys in its order (as the Debian
 /// build, with extstore and TLS, prints them), then this server's own.
 /// Settings of machinery this server does not have show memcached's
@@ -296,13 +301,15 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("evictions", &"on");
     s.stat("domain_socket", &"NULL");
     s.stat("umask", &"700");
-    s.stat("shutdown_command", &"no");
+    let admin = &shared.admin;
+    let yes_no = |b: bool| if b { "yes" } else { "no" };
+    s.stat("shutdown_command", &yes_no(admin.shutdown_enabled));
     s.stat("growth_factor", &"1.25");
     s.stat("chunk_size", &48);
     s.stat("num_threads", &cfg.threads);
     s.stat("num_threads_per_udp", &cfg.threads);
-    s.stat("stat_key_prefix", &":");
-    s.stat("detail_enabled", &"no");
+    s.stat("stat_key_prefix", &char::from(admin.detail.delimiter()));
+    s.stat("detail_enabled", &yes_no(admin.detail.enabled()));
     s.stat("reqs_per_event", &20);
     s.stat("cas_enabled", &"yes");
     s.stat("tcp_backlog", &TCP_BACKLOG);
@@ -312,9 +319,9 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("item_size_max", &cfg.item_size_max);
     s.stat("maxconns_fast", &"yes");
     s.stat("hashpower_init", &0);
-    s.stat("slab_reassign", &"yes");
-    s.stat("slab_automove", &1);
-    s.stat("slab_automove_ratio", &"0.80");
+    s.stat("slab_reassign", &yes_no(admin.slab_reassign));
+    s.stat("slab_automove", &admin.slab_automove.load(Ordering::Relaxed));
+    s.stat("slab_automove_ratio", &format!("{:.2}", admin.automove_ratio()));
     s.stat("slab_automove_window", &30);
     s.stat("slab_chunk_max", &524_288);
     s.stat("lru_crawler", &"yes");
@@ -333,10 +340,10 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("temp_lru", &"no");
     s.stat("temporary_ttl", &61);
     s.stat("idle_timeout", &0);
-    s.stat("watcher_logbuf_size", &262_144);
-    s.stat("worker_logbuf_size", &65_536);
+    s.stat("watcher_logbuf_size", &admin.watcher_logbuf_size);
+    s.stat("worker_logbuf_size", &admin.worker_logbuf_size);
     s.stat("read_buf_mem_limit", &0);
-    s.stat("track_sizes", &"no");
+    s.stat("track_sizes", &yes_no(admin.track_sizes.load(Ordering::Relaxed)));
     s.stat("inline_ascii_response", &"no");
     s.stat("ext_item_size", &512);
     s.stat("ext_item_age", &u32::MAX);
@@ -401,34 +408,89 @@ pub fn conns<S: Sink>(mut sink: S, shared: &Shared) -> Vec<u8> {
     sink.finish()
 }
 
-fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {
-    if st.curr_items == 0 {
-        return;
-    }
-    s.stat("items:1:number", &st.curr_items);
-    s.stat("items:1:age", &st.oldest_age);
-    s.stat("items:1:mem_requested", &st.bytes);
-    s.stat("items:1:evicted", &st.evictions);
-    s.stat("items:1:evicted_nonzero", &st.evicted_nonzero);
-    s.stat("items:1:evicted_time", &st.evicted_time);
-    s.stat("items:1:outofmemory", &st.store_no_memory);
-    s.stat("items:1:reclaimed", &st.reclaimed);
-    s.stat("items:1:expired_unfetched", &st.expired_unfetched);
-    s.stat("items:1:evicted_unfetched", &st.evicted_unfetched);
+/// The classes that hold items, with their ids.
+fn used_classes(st: &ShardStats) -> impl Iterator<Item = (u32, &ClassStats)> {
+    st.classes.iter().zip(1u32..).filter(|(c, _)| c.number > 0).map(|(c, id)| (id, c))
 }
 
-fn slabs<S: Sink>(s: &mut S, st: &ShardStats) {
-    if st.curr_items > 0 {
-        s.stat("1:used_chunks", &st.curr_items);
-        s.stat("1:get_hits", &st.get_hits);
-        s.stat("1:cmd_set", &st.cmd_set);
-        s.stat("1:delete_hits", &st.delete_hits);
-        s.stat("1:incr_hits", &st.incr_hits);
-        s.stat("1:decr_hits", &st.decr_hits);
-        s.stat("1:cas_hits", &st.cas_hits);
-        s.stat("1:cas_badval", &st.cas_badval);
-        s.stat("1:touch_hits", &st.touch_hits);
+/// `stats items`: memcached's keys for each class that holds items. There
+/// is one plain LRU per shard: every item counts as hot (where memcached
+/// puts new items), `age` is the oldest item's, and the segmented-LRU and
+/// crawler counters are 0.
+fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {
+    for (id, c) in used_classes(st) {
+        let mut put = |name: &str, v: &dyn Display| s.stat(&format!("items:{id}:{name}"), v);
+        put("number", &c.number);
+        put("number_hot", &c.number);
+        put("number_warm", &0);
+        put("number_cold", &0);
+        put("age_hot", &0);
+        put("age_warm", &0);
+        put("age", &st.oldest_age);
+        put("mem_requested", &c.mem_requested);
+        put("evicted", &c.evicted);
+        put("evicted_nonzero", &c.evicted_nonzero);
+        put("evicted_time", &c.evicted_time);
+        put("outofmemory", &c.outofmemory);
+        put("tailrepairs", &0);
+        put("reclaimed", &c.reclaimed);
+        put("expired_unfetched", &c.expired_unfetched);
+        put("evicted_unfetched", &c.evicted_unfetched);
+        put("evicted_active", &0);
+        put("crawler_reclaimed", &0);
+        put("crawler_items_checked", &0);
+        put("lrutail_reflocked", &0);
+        put("moves_to_cold", &0);
+        put("moves_to_warm", &0);
+        put("moves_within_lru", &0);
+        put("direct_reclaims", &c.direct_reclaims);
+        for name in ["hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"] {
+            put(name, &0);
+        }
     }
-    s.stat("active_slabs", &u64::from(st.curr_items > 0));
-    s.stat("total_malloced", &st.bytes);
+}
+
+/// `stats slabs`: memcached's keys for each class that holds items, with
+/// the pages and chunks memcached's allocator would use for them (pages
+/// are given back when items go, which memcached does only by moving
+/// them), and `total_malloced` in whole pages.
+fn slabs<S: Sink>(s: &mut S, st: &ShardStats) {
+    let mut active = 0u64;
+    let mut pages_total = 0u64;
+    for (id, c) in used_classes(st) {
+        let per_page = classes::per_page(id);
+        let pages = c.number.div_ceil(per_page);
+        active += 1;
+        pages_total += pages;
+        let mut put = |name: &str, v: &dyn Display| s.stat(&format!("{id}:{name}"), v);
+        put("chunk_size", &classes::sizes()[id as usize - 1]);
+        put("chunks_per_page", &per_page);
+        put("total_pages", &pages);
+        put("total_chunks", &(pages * per_page));
+        put("used_chunks", &c.number);
+        put("free_chunks", &(pages * per_page - c.number));
+        put("free_chunks_end", &0);
+        put("get_hits", &c.get_hits);
+        put("cmd_set", &c.cmd_set);
+        put("delete_hits", &c.delete_hits);
+        put("incr_hits", &c.incr_hits);
+        put("decr_hits", &c.decr_hits);
+        put("cas_hits", &c.cas_hits);
+        put("cas_badval", &c.cas_badval);
+        put("touch_hits", &c.touch_hits);
+    }
+    s.stat("active_slabs", &active);
+    s.stat("total_malloced", &(pages_total * classes::PAGE_SIZE));
+}
+
+/// `stats sizes`: with size tracking on (`-o track_sizes`,
+/// `stats sizes_enable`), the number of items per 32-byte size bucket.
+fn sizes<S: Sink>(s: &mut S, shared: &Shared, st: &ShardStats) {
+    if !shared.admin.track_sizes.load(Ordering::Relaxed) {
+        s.stat("sizes_status", &"disabled");
+        return;
+    }
+    for (bucket, n) in st.sizes.iter().filter(|(_, &n)| n > 0) {
+        s.stat(&(bucket * 32).to_string(), n);
+    }
 }

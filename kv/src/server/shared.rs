@@ -385,6 +385,8 @@ pub struct Shared {
     /// with (see [`super::watcher`]); `None` for a server of one process,
     /// whose workers block in their pollers.
     pub watcher: Option<super::watcher::Watcher>,
+    /// Detail stats, log watchers and the other administrative state.
+    pub admin: super::admin::AdminState,
 }
 
 impl Shared {
@@ -410,6 +412,7 @@ impl Shared {
                 .collect(),
             started: clock::now(),
             oldest_live: AtomicU32::new(0),
+            admin: super::admin::AdminState::new(&config),
             config,
             addrs,
             stop: AtomicBool::new(false),

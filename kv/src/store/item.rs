@@ -66,6 +66,8 @@ pub struct Item {
     /// Stored by a meta command with a base64 key (`b`): meta replies
     /// show its key in base64.
     pub key_binary: bool,
+    /// The memcached slab class it is accounted to (set when stored).
+    pub class: u8,
 }
 
 impl Item {
@@ -82,6 +84,7 @@ impl Item {
             stale: false,
             token_sent: false,
             key_binary: false,
+            class: 0,
         }
     }
 

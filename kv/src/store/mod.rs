@@ -1,6 +1,7 @@
 //! The table: shards of items, each owned by one trustee, and the requests
 //! connection workers delegate to them.
 
+pub mod classes;
 pub mod item;
 pub mod meta;
 pub mod op;
@@ -10,7 +11,7 @@ pub mod stats;
 pub use item::{item_size, item_size_ok, slab_class, Item, KEY_MAX};
 pub use op::{Hit, Op, Outcome, StoreMode};
 pub use shard::{Shard, ShardConfig};
-pub use stats::ShardStats;
+pub use stats::{ClassStats, ShardStats};
 
 /// The shard that owns `key`, among `shards` (FNV-1a with a final mix, so
 /// that it does not correlate with the shard's own hash map).

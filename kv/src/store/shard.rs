@@ -20,7 +20,7 @@ use lru::LruCache;
 
 use super::item::{item_size_ok, Item};
 use super::op::{Hit, Op, Outcome, StoreMode};
-use super::stats::ShardStats;
+use super::stats::{ClassStats, ShardStats};
 use crate::clock;
 use crate::numeric;
 
@@ -62,6 +62,10 @@ pub struct Shard {
     /// LRU tail (0: nothing to reclaim).
     crawl_at: u32,
     stats: ShardStats,
+    /// Per memcached slab class (index 0 is class 1).
+    classes: Vec<ClassStats>,
+    /// Items per 32-byte size bucket.
+    sizes: Vec<u64>,
 }
 
 /// State of a key found in the map.
@@ -88,6 +92,8 @@ impl Shard {
             oldest_cas: 0,
             crawl_at: 0,
             stats: ShardStats { limit_maxbytes: cfg.mem_limit, ..ShardStats::default() },
+            classes: accounting::empty(),
+            sizes: Vec::new(),
         }
     }
 
@@ -131,6 +137,7 @@ impl Shard {
                 let s = self.stats(now);
                 if reset {
                     self.stats.reset();
+                    self.classes.iter_mut().for_each(ClassStats::reset);
                 }
                 Outcome::Stats(Box::new(s))
             }
@@ -144,6 +151,8 @@ impl Shard {
         s.bytes = self.mem_used;
         s.limit_maxbytes = self.mem_limit;
         s.oldest_age = self.map.peek_lru().map_or(0, |(_, it)| u64::from(now.saturating_sub(it.time)));
+        s.classes = self.classes.clone();
+        s.sizes = self.size_buckets();
         s
     }
 
@@ -186,7 +195,10 @@ impl Shard {
                 }
             }
             let Some((k, it)) = self.map.pop_lru() else { break };
-            self.mem_used -= it.size(k.len()) as u64;
+            let size = it.size(k.len()) as u64;
+            self.mem_used -= size;
+            self.account_out(it.class, size);
+            self.account_reclaimed(it.class, it.fetched);
             self.stats.reclaimed += 1;
             if !it.fetched {
                 self.stats.expired_unfetched += 1;
@@ -196,7 +208,9 @@ impl Shard {
 
     fn remove(&mut self, key: &[u8]) -> Option<Item> {
         let it = self.map.pop(key)?;
-        self.mem_used -= it.size(key.len()) as u64;
+        let size = it.size(key.len()) as u64;
+        self.mem_used -= size;
+        self.account_out(it.class, size);
         Some(it)
     }
 
@@ -217,6 +231,7 @@ impl Shard {
             }
             Found::Expired => {
                 if let Some(it) = self.remove(key) {
+                    self.account_reclaimed(it.class, it.fetched);
                     if !it.fetched {
                         self.stats.expired_unfetched += 1;
                     }
@@ -262,11 +277,14 @@ impl Shard {
             it.time = now;
         }
         it.fetched = true;
+        let class = it.class;
         let hit = Hit { key, flags: it.flags, cas: it.cas, data: if value { it.data.clone() } else { Vec::new() } };
         if touch.is_some() {
+            self.class_mut(class).touch_hits += 1;
             self.stats.touch_hits += 1;
         }
         if !plain_touch {
+            self.class_mut(class).get_hits += 1;
             self.stats.get_hits += 1;
         }
         Outcome::Found(hit)
@@ -306,10 +324,13 @@ impl Shard {
                     self.stats.cas_misses += 1;
                     return Outcome::NotFound;
                 };
+                let class = old.class;
                 if old.cas != cas {
+                    self.class_mut(class).cas_badval += 1;
                     self.stats.cas_badval += 1;
                     return Outcome::Exists;
                 }
+                self.class_mut(class).cas_hits += 1;
                 self.stats.cas_hits += 1;
                 (data, flags, exptime)
             }
@@ -346,16 +367,22 @@ impl Shard {
     /// item cannot fit at all.
     fn insert(&mut self, key: Vec<u8>, mut item: Item, now: u32) -> Option<u64> {
         let size = item.size(key.len()) as u64;
+        item.class = accounting::class_of(size);
         self.remove(&key);
         if size > self.mem_limit {
+            self.class_mut(item.class).outofmemory += 1;
             self.stats.store_no_memory += 1;
             return None;
         }
         while self.mem_used + size > self.mem_limit {
             let Some((k, old)) = self.map.pop_lru() else { break };
             self.stats.direct_reclaims += 1;
-            self.mem_used -= old.size(k.len()) as u64;
+            let old_size = old.size(k.len()) as u64;
+            self.mem_used -= old_size;
+            self.account_out(old.class, old_size);
+            self.class_mut(old.class).direct_reclaims += 1;
             if old.expired(now) || self.is_flushed(&old, now) {
+                self.account_reclaimed(old.class, old.fetched);
                 self.stats.reclaimed += 1;
                 if !old.fetched {
                     self.stats.expired_unfetched += 1;
@@ -369,11 +396,17 @@ impl Shard {
                     self.stats.evicted_unfetched += 1;
                 }
                 self.stats.evicted_time = u64::from(now.saturating_sub(old.time));
+                let c = self.class_mut(old.class);
+                c.evicted += 1;
+                c.evicted_nonzero += u64::from(old.exptime != 0);
+                c.evicted_unfetched += u64::from(!old.fetched);
+                c.evicted_time = u64::from(now.saturating_sub(old.time));
             }
         }
         let cas = self.next_cas();
         item.cas = cas;
         self.mem_used += size;
+        self.account_in(item.class, size);
         self.stats.total_items += 1;
         self.map.put(key.into_boxed_slice(), item);
         Some(cas)
@@ -387,7 +420,9 @@ impl Shard {
         if cas != 0 && self.map.peek(key).is_some_and(|it| it.cas != cas) {
             return Outcome::Exists;
         }
-        self.remove(key);
+        if let Some(it) = self.remove(key) {
+            self.class_mut(it.class).delete_hits += 1;
+        }
         self.stats.delete_hits += 1;
         Outcome::Deleted
     }
@@ -418,6 +453,7 @@ impl Shard {
         }
         let new_cas = self.last_cas.wrapping_add(self.cas_step);
         let Some(it) = self.bump(&key, now) else { return Outcome::NotFound };
+        let class = it.class;
         // memcached's order: an empty value, then the CAS value, then the number.
         if it.data.is_empty() {
             return Outcome::NonNumeric;
@@ -439,18 +475,10 @@ impl Shard {
             // without the marks of meta commands.
             let item = Item::new(text.into_bytes(), it.flags, it.exptime, now);
             let Some(c) = self.insert(key, item, now) else { return Outcome::OutOfMemory };
-            if incr {
-                self.stats.incr_hits += 1;
-            } else {
-                self.stats.decr_hits += 1;
-            }
+            self.count_arith_hit(class, incr);
             return Outcome::Number { value, cas: c };
         }
-        if incr {
-            self.stats.incr_hits += 1;
-        } else {
-            self.stats.decr_hits += 1;
-        }
+        self.count_arith_hit(class, incr);
         Outcome::Number { value, cas: new_cas }
     }
 
@@ -478,6 +506,7 @@ pub fn share(total: u64, index: usize, count: usize) -> u64 {
     (total / count + extra).max(1)
 }
 
+mod accounting;
 mod dump;
 mod meta;
 

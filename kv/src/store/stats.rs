@@ -1,5 +1,7 @@
 //! Per-shard counters, named after memcached's stats.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Counters kept by one shard; summed over shards for `stats`.
@@ -71,6 +73,81 @@ pub struct ShardStats {
     /// Items a store removed from the LRU tail to make room (memcached's
     /// `direct_reclaims`).
     pub direct_reclaims: u64,
+    /// Per memcached slab class (index 0 is class 1).
+    #[serde(default)]
+    pub classes: Vec<ClassStats>,
+    /// Items per 32-byte size bucket (memcached's `stats sizes`).
+    #[serde(default)]
+    pub sizes: BTreeMap<u32, u64>,
+}
+
+/// Counters of the items accounted to one memcached slab class.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassStats {
+    /// Items now in the class.
+    pub number: u64,
+    /// Bytes those items take (memcached's `mem_requested`).
+    pub mem_requested: u64,
+    /// Stores into the class.
+    pub cmd_set: u64,
+    /// Gets that found an item of the class.
+    pub get_hits: u64,
+    /// Touches that found one.
+    pub touch_hits: u64,
+    /// Deletes that found one.
+    pub delete_hits: u64,
+    /// Increments that found one.
+    pub incr_hits: u64,
+    /// Decrements that found one.
+    pub decr_hits: u64,
+    /// CAS stores that matched one.
+    pub cas_hits: u64,
+    /// CAS stores that did not match.
+    pub cas_badval: u64,
+    /// Live items evicted to make room.
+    pub evicted: u64,
+    /// Evicted items that had an expiration time.
+    pub evicted_nonzero: u64,
+    /// Evicted items never read.
+    pub evicted_unfetched: u64,
+    /// Seconds since the last evicted item was accessed.
+    pub evicted_time: u64,
+    /// Stores refused for lack of memory.
+    pub outofmemory: u64,
+    /// Expired or flushed items whose memory was taken back.
+    pub reclaimed: u64,
+    /// Of those, never read.
+    pub expired_unfetched: u64,
+    /// Items a store removed from the LRU tail to make room.
+    pub direct_reclaims: u64,
+}
+
+impl ClassStats {
+    fn add(&mut self, o: &ClassStats) {
+        self.number += o.number;
+        self.mem_requested += o.mem_requested;
+        self.cmd_set += o.cmd_set;
+        self.get_hits += o.get_hits;
+        self.touch_hits += o.touch_hits;
+        self.delete_hits += o.delete_hits;
+        self.incr_hits += o.incr_hits;
+        self.decr_hits += o.decr_hits;
+        self.cas_hits += o.cas_hits;
+        self.cas_badval += o.cas_badval;
+        self.evicted += o.evicted;
+        self.evicted_nonzero += o.evicted_nonzero;
+        self.evicted_unfetched += o.evicted_unfetched;
+        self.evicted_time = self.evicted_time.max(o.evicted_time);
+        self.outofmemory += o.outofmemory;
+        self.reclaimed += o.reclaimed;
+        self.expired_unfetched += o.expired_unfetched;
+        self.direct_reclaims += o.direct_reclaims;
+    }
+
+    /// Zeroes the counters, keeping the gauges.
+    pub fn reset(&mut self) {
+        *self = ClassStats { number: self.number, mem_requested: self.mem_requested, ..ClassStats::default() };
+    }
 }
 
 impl ShardStats {
@@ -108,11 +185,24 @@ impl ShardStats {
         self.expired_unfetched += o.expired_unfetched;
         self.oldest_age = self.oldest_age.max(o.oldest_age);
         self.direct_reclaims += o.direct_reclaims;
+        if self.classes.len() < o.classes.len() {
+            self.classes.resize(o.classes.len(), ClassStats::default());
+        }
+        for (c, oc) in self.classes.iter_mut().zip(&o.classes) {
+            c.add(oc);
+        }
+        for (&b, &n) in &o.sizes {
+            *self.sizes.entry(b).or_default() += n;
+        }
     }
 
     /// Zeroes the counters that `stats reset` clears (not the gauges).
     pub fn reset(&mut self) {
+        let mut classes = std::mem::take(&mut self.classes);
+        classes.iter_mut().for_each(ClassStats::reset);
         let keep = ShardStats {
+            classes,
+            sizes: std::mem::take(&mut self.sizes),
             curr_items: self.curr_items,
             bytes: self.bytes,
             limit_maxbytes: self.limit_maxbytes,

@@ -1,154 +1,201 @@
-//! Parser for the administrative commands `cache_memlimit` and
-//! `lru_crawler`, with memcached 1.6.18's token checks and replies.
+//! Parsing of the administrative text commands: `stats detail`, `watch`,
+//! `slabs automove|reassign`, `shutdown` and `stats sizes_enable|disable`,
+//! with memcached 1.6.18's token rules and error replies.
 
-use super::command::{AdminCommand, Command, CrawlScope};
-use super::meta::tokens;
+use super::command::Command;
 use super::parse::replies;
-use crate::numeric::{c_str, safe_strtoul};
+use crate::numeric::{c_str, safe_strtol, safe_strtoul};
 
-/// memcached's largest slab class id plus one (`MAX_NUMBER_OF_SLAB_CLASSES`).
-const CLASS_LIMIT: u32 = 64;
+/// memcached's log types that `watch` takes, as bits of a mask.
+pub mod log {
+    /// Background events (`sysevents`).
+    pub const SYSEVENTS: u16 = 1 << 1;
+    /// Item lookups (`fetchers`).
+    pub const FETCHERS: u16 = 1 << 2;
+    /// Stores (`mutations`).
+    pub const MUTATIONS: u16 = 1 << 3;
+    /// Connections opened and closed (`connevents`).
+    pub const CONNEVENTS: u16 = 1 << 5;
+    /// Items evicted (`evictions`).
+    pub const EVICTIONS: u16 = 1 << 6;
+    /// Raw commands (`rawcmds`).
+    pub const RAWCMDS: u16 = 1 << 9;
+    /// Proxy requests (`proxyreqs`).
+    pub const PROXYREQS: u16 = 1 << 10;
+    /// Proxy events (`proxyevents`).
+    pub const PROXYEVENTS: u16 = 1 << 11;
+    /// Proxy user logs (`proxyuser`).
+    pub const PROXYUSER: u16 = 1 << 12;
 
-/// Replies of these commands that need no server state.
-pub mod admin_replies {
-    /// `cache_memlimit` below 8 megabytes.
-    pub const MEMLIMIT_TOO_SMALL: &[u8] = b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n";
-    /// `cache_memlimit` given in bytes.
-    pub const MEMLIMIT_NOT_BYTES: &[u8] = b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n";
-    /// `lru_crawler sleep` over a second.
-    pub const SLEEP_TOO_LONG: &[u8] = b"CLIENT_ERROR sleep must be one second or less\r\n";
+    /// The bit of a log type name.
+    pub fn by_name(name: &[u8]) -> Option<u16> {
+        Some(match name {
+            b"rawcmds" => RAWCMDS,
+            b"evictions" => EVICTIONS,
+            b"fetchers" => FETCHERS,
+            b"mutations" => MUTATIONS,
+            b"sysevents" => SYSEVENTS,
+            b"connevents" => CONNEVENTS,
+            b"proxyreqs" => PROXYREQS,
+            b"proxyevents" => PROXYEVENTS,
+            b"proxyuser" => PROXYUSER,
+            _ => return None,
+        })
+    }
+}
+
+/// What `stats detail` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// Start counting per prefix.
+    On,
+    /// Stop counting (the counts stay).
+    Off,
+    /// List the counts.
+    Dump,
+}
+
+/// An administrative command that needs the server's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admin<'a> {
+    /// `stats detail on|off|dump`.
+    Detail(Detail),
+    /// `watch [types...]`: stream log lines of these types.
+    Watch {
+        /// The log types, a mask of [`log`] bits.
+        mask: u16,
+    },
+    /// `slabs automove <0|1|2>`.
+    Automove {
+        /// The level.
+        level: u32,
+    },
+    /// `slabs automove ratio <ratio>` (the token, a valid number).
+    AutomoveRatio {
+        /// The ratio as sent.
+        ratio: &'a [u8],
+    },
+    /// `slabs reassign <src> <dst>`: the classes, or `None` when they do
+    /// not parse (memcached first checks that reassignment is enabled).
+    Reassign {
+        /// Source and destination class.
+        classes: Option<(i32, i32)>,
+    },
+    /// `shutdown` or `shutdown graceful`; `None` for any other mode.
+    Shutdown {
+        /// `graceful`, or `None` for an invalid mode.
+        graceful: Option<bool>,
+    },
+    /// `stats sizes_enable` / `stats sizes_disable`.
+    TrackSizes {
+        /// Enable (true) or disable.
+        on: bool,
+    },
+}
+
+/// The tokens of `line` as memcached's tokenizer sees them (split on
+/// single spaces, each cut at a NUL byte).
+fn words(line: &[u8]) -> Vec<&[u8]> {
+    line.split(|&b| b == b' ').filter(|w| !w.is_empty()).map(c_str).collect()
 }
 
 fn reply(text: &'static [u8], noreply: bool) -> Command<'static> {
     Command::Reply { text, noreply }
 }
 
-/// `cache_memlimit <megabytes> [noreply]`.
-pub fn memlimit(line: &[u8]) -> Command<'static> {
-    let (t, n) = tokens(c_str(line));
-    if n != 3 && n != 4 {
-        return reply(replies::ERROR, false);
-    }
-    let noreply = c_str(t[n - 2]) == b"noreply";
-    match safe_strtoul(t[1]) {
-        None => reply(replies::ERROR, noreply),
-        Some(m) if m < 8 => reply(admin_replies::MEMLIMIT_TOO_SMALL, noreply),
-        Some(m) if m > 1_000_000_000 => reply(admin_replies::MEMLIMIT_NOT_BYTES, noreply),
-        Some(megabytes) => Command::Admin(AdminCommand::MemLimit { megabytes, noreply }),
+fn admin(cmd: Admin<'_>, noreply: bool) -> Command<'_> {
+    Command::Admin { cmd, noreply }
+}
+
+/// `stats detail ...` (the line starts with `stats detail`).
+pub fn stats_detail(line: &[u8]) -> Command<'_> {
+    let w = words(line);
+    match w.get(2).copied() {
+        Some(b"on") => admin(Admin::Detail(Detail::On), false),
+        Some(b"off") => admin(Admin::Detail(Detail::Off), false),
+        Some(b"dump") => admin(Admin::Detail(Detail::Dump), false),
+        _ => reply(replies::DETAIL_USAGE, false),
     }
 }
 
-/// The class list of `crawl` and `metadump`, as `lru_crawler_crawl`
-/// reads it.
-fn scope(arg: &[u8]) -> CrawlScope {
-    match c_str(arg) {
-        b"all" => CrawlScope::All,
-        b"hash" => CrawlScope::Hash,
-        list => {
-            let mut ids = Vec::new();
-            for p in list.split(|&b| b == b',').filter(|p| !p.is_empty()) {
-                match safe_strtoul(p) {
-                    Some(id) if (1..CLASS_LIMIT).contains(&id) => ids.push(id),
-                    _ => return CrawlScope::Bad,
-                }
-            }
-            CrawlScope::Classes(ids)
+/// `stats sizes_enable|sizes_disable` (exactly one argument).
+pub fn stats_sizes(on: bool) -> Command<'static> {
+    admin(Admin::TrackSizes { on }, false)
+}
+
+/// Whether the last token is `noreply` (memcached's `set_noreply_maybe`).
+fn noreply(w: &[&[u8]]) -> bool {
+    w.last().is_some_and(|t| *t == b"noreply")
+}
+
+/// `watch [type ...]`.
+pub fn watch(line: &[u8]) -> Command<'_> {
+    let w = words(line);
+    let noreply = noreply(&w);
+    if w.len() < 2 {
+        return admin(Admin::Watch { mask: log::FETCHERS }, noreply);
+    }
+    let mut mask = 0;
+    for t in &w[1..] {
+        match log::by_name(t) {
+            Some(bit) => mask |= bit,
+            None => return reply(replies::ERROR, noreply),
         }
     }
+    admin(Admin::Watch { mask }, noreply)
 }
 
-/// `lru_crawler <subcommand> ...`.
-pub fn lru_crawler(line: &[u8]) -> Command<'static> {
-    let (t, n) = tokens(c_str(line));
-    let sub = if t.len() > 1 { c_str(t[1]) } else { &[][..] };
-    match (n, sub) {
-        (4, b"crawl") => Command::Admin(AdminCommand::Crawl(scope(t[2]))),
-        (4, b"metadump") => Command::Admin(AdminCommand::MetaDump(scope(t[2]))),
-        (4, b"tocrawl") => match safe_strtoul(t[2]) {
-            Some(_) => reply(replies::OK, false),
-            None => reply(replies::BAD_FORMAT, false),
-        },
-        (4, b"sleep") => match safe_strtoul(t[2]) {
-            Some(s) if s > 1_000_000 => reply(admin_replies::SLEEP_TOO_LONG, false),
-            Some(_) => reply(replies::OK, false),
-            None => reply(replies::BAD_FORMAT, false),
-        },
-        (3, b"enable") => Command::Admin(AdminCommand::Crawler { enable: true }),
-        (3, b"disable") => Command::Admin(AdminCommand::Crawler { enable: false }),
+/// memcached's `safe_strtod`: a number followed by the end or a space.
+pub fn safe_strtod(s: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(s).ok()?;
+    let trimmed = text.trim_start_matches(|c: char| c.is_ascii() && crate::numeric::is_c_space(c as u8));
+    if trimmed.is_empty() {
+        return None;
+    }
+    let v = trimmed.parse::<f64>().ok()?;
+    // strtod reports overflow (ERANGE); only "inf" and "infinity" are infinite.
+    if v.is_infinite() && !trimmed.trim_start_matches(['+', '-']).to_ascii_lowercase().starts_with("inf") {
+        return None;
+    }
+    Some(v)
+}
+
+/// `slabs ...`.
+pub fn slabs(line: &[u8]) -> Command<'_> {
+    let w = words(line);
+    match (w.len(), w.get(1).copied()) {
+        (4, Some(b"reassign")) => {
+            let classes = safe_strtol(w[2]).zip(safe_strtol(w[3]));
+            admin(Admin::Reassign { classes }, false)
+        }
+        (n, Some(b"automove")) if n >= 3 => {
+            let noreply = noreply(&w);
+            if w[2] == b"ratio" {
+                return match w.get(3) {
+                    Some(r) if safe_strtod(r).is_some() => admin(Admin::AutomoveRatio { ratio: r }, noreply),
+                    _ => reply(replies::ERROR, noreply),
+                };
+            }
+            match safe_strtoul(w[2]) {
+                None => reply(replies::BAD_FORMAT, noreply),
+                Some(level @ 0..=2) => admin(Admin::Automove { level }, noreply),
+                Some(_) => reply(replies::ERROR, noreply),
+            }
+        }
         _ => reply(replies::ERROR, false),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn memlimit_forms() {
-        assert_eq!(memlimit(b"cache_memlimit"), reply(replies::ERROR, false));
-        assert_eq!(memlimit(b"cache_memlimit x"), reply(replies::ERROR, false));
-        assert_eq!(memlimit(b"cache_memlimit noreply"), reply(replies::ERROR, true));
-        assert_eq!(memlimit(b"cache_memlimit 7"), reply(admin_replies::MEMLIMIT_TOO_SMALL, false));
-        assert_eq!(memlimit(b"cache_memlimit 1000000001"), reply(admin_replies::MEMLIMIT_NOT_BYTES, false));
-        assert_eq!(
-            memlimit(b"cache_memlimit 100 noreply"),
-            Command::Admin(AdminCommand::MemLimit { megabytes: 100, noreply: true })
-        );
-        assert_eq!(
-            memlimit(b"cache_memlimit 64 x"),
-            Command::Admin(AdminCommand::MemLimit { megabytes: 64, noreply: false })
-        );
-        assert_eq!(memlimit(b"cache_memlimit 64 x y"), reply(replies::ERROR, false));
-        // memcached reads the line only up to a NUL byte.
-        assert_eq!(
-            memlimit(b"cache_memlimit 64\0 x y"),
-            Command::Admin(AdminCommand::MemLimit { megabytes: 64, noreply: false })
-        );
-    }
-
-    #[test]
-    fn crawler_forms() {
-        assert_eq!(lru_crawler(b"lru_crawler"), reply(replies::ERROR, false));
-        assert_eq!(lru_crawler(b"lru_crawler metadump"), reply(replies::ERROR, false));
-        assert_eq!(lru_crawler(b"lru_crawler metadump all"), Command::Admin(AdminCommand::MetaDump(CrawlScope::All)));
-        assert_eq!(lru_crawler(b"lru_crawler metadump hash"), Command::Admin(AdminCommand::MetaDump(CrawlScope::Hash)));
-        assert_eq!(
-            lru_crawler(b"lru_crawler metadump 1,,2"),
-            Command::Admin(AdminCommand::MetaDump(CrawlScope::Classes(vec![1, 2])))
-        );
-        for bad in [&b"0"[..], b"64", b"x", b"1,x"] {
-            let line = [&b"lru_crawler crawl "[..], bad].concat();
-            assert_eq!(lru_crawler(&line), Command::Admin(AdminCommand::Crawl(CrawlScope::Bad)));
-        }
-        assert_eq!(lru_crawler(b"lru_crawler tocrawl x"), reply(replies::BAD_FORMAT, false));
-        assert_eq!(lru_crawler(b"lru_crawler sleep 2000000"), reply(admin_replies::SLEEP_TOO_LONG, false));
-        assert_eq!(lru_crawler(b"lru_crawler sleep 10"), reply(replies::OK, false));
-        assert_eq!(lru_crawler(b"lru_crawler enable"), Command::Admin(AdminCommand::Crawler { enable: true }));
-        assert_eq!(lru_crawler(b"lru_crawler foo bar"), reply(replies::ERROR, false));
-    }
-
-    proptest! {
-        #[test]
-        fn valid_commands_round_trip(
-            megabytes in 8u32..=1_000_000_000,
-            noreply in any::<bool>(),
-            ids in proptest::collection::vec(1u32..64, 1..8),
-            dump in any::<bool>(),
-        ) {
-            let line = format!("cache_memlimit {megabytes}{}", if noreply { " noreply" } else { "" });
-            prop_assert_eq!(memlimit(line.as_bytes()), Command::Admin(AdminCommand::MemLimit { megabytes, noreply }));
-            let list: Vec<String> = ids.iter().map(u32::to_string).collect();
-            let line = format!("lru_crawler {} {}", if dump { "metadump" } else { "crawl" }, list.join(","));
-            let scope = CrawlScope::Classes(ids);
-            let want = if dump { AdminCommand::MetaDump(scope) } else { AdminCommand::Crawl(scope) };
-            prop_assert_eq!(lru_crawler(line.as_bytes()), Command::Admin(want));
-        }
-
-        #[test]
-        fn arbitrary_lines_never_panic(rest in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let _ = memlimit(&[&b"cache_memlimit "[..], &rest].concat());
-            let _ = lru_crawler(&[&b"lru_crawler "[..], &rest].concat());
-        }
-    }
+/// `shutdown [graceful]`.
+pub fn shutdown(line: &[u8]) -> Command<'_> {
+    let w = words(line);
+    let graceful = match &w[1..] {
+        [] => Some(false),
+        [b"graceful"] => Some(true),
+        _ => None,
+    };
+    admin(Admin::Shutdown { graceful }, false)
 }
+
+#[cfg(test)]
+mod tests;

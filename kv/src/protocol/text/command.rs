@@ -1,5 +1,6 @@
 //! Commands of memcached's text protocol, as the parser hands them over.
 
+use super::admin::Admin;
 use crate::store::meta::MetaOp;
 use crate::store::StoreMode;
 
@@ -120,13 +121,20 @@ pub enum Command<'a> {
         /// Suppress the reply.
         noreply: bool,
     },
+    /// An administrative command that needs the server's state.
+    Admin {
+        /// The command.
+        cmd: Admin<'a>,
+        /// Suppress the reply.
+        noreply: bool,
+    },
     /// Close the connection without a reply (an HTTP request line, a line
     /// too long to be a command).
     Close,
     /// A meta command (owned: its key may have been decoded).
     Meta(MetaCommand),
-    /// An administrative command (`cache_memlimit`, `lru_crawler`).
-    Admin(AdminCommand),
+    /// A memory or crawler command (`cache_memlimit`, `lru_crawler`).
+    Lru(LruCommand),
 }
 
 /// A parsed meta command.
@@ -159,7 +167,7 @@ pub enum CrawlScope {
 
 /// An administrative command that needs the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdminCommand {
+pub enum LruCommand {
     /// `cache_memlimit <megabytes>`
     MemLimit {
         /// The new limit in megabytes (8 to 1,000,000,000).

@@ -2,10 +2,12 @@
 
 pub mod admin;
 pub mod command;
+pub mod lru;
 pub mod meta;
 pub mod parse;
 pub mod reply;
 
-pub use command::{AdminCommand, Command, CrawlScope, MetaCommand, Parsed, StatsKind};
+pub use admin::{Admin, Detail};
+pub use command::{Command, CrawlScope, LruCommand, MetaCommand, Parsed, StatsKind};
 pub use parse::{parse, replies, Limits};
 pub use reply::TextKind;

@@ -7,6 +7,7 @@
 //! checks, the same error lines, and the same treatment of a line that is
 //! too long to be a command.
 
+use super::admin;
 use super::command::{Command, Parsed, StatsKind};
 use crate::numeric::{c_str, safe_strtol, safe_strtoul, safe_strtoull};
 use crate::store::{item_size_ok, StoreMode, KEY_MAX};
@@ -167,7 +168,8 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
         b's' => match name {
             b"set" => storage(buf, consumed, &t, StoreMode::Set, limits),
             b"stats" => done(stats(&t)),
-            b"shutdown" => done(reply(replies::SHUTDOWN, false)),
+            b"shutdown" => done(admin::shutdown(t.line)),
+            b"slabs" => done(admin::slabs(t.line)),
             _ => done(reply(replies::ERROR, false)),
         },
         b'a' => match name {
@@ -177,7 +179,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
         },
         b'c' => match name {
             b"cas" => storage(buf, consumed, &t, StoreMode::Cas, limits),
-            b"cache_memlimit" => done(super::admin::memlimit(&buf[..end])),
+            b"cache_memlimit" => done(super::lru::memlimit(&buf[..end])),
             _ => done(reply(replies::ERROR, false)),
         },
         b'r' => match name {
@@ -206,7 +208,8 @@ pub fn parse<'a>(buf: &'a [u8], limits: &Limits) -> Option<Parsed<'a>> {
             b"version" => done(Command::Version),
             b"quit" => done(Command::Quit),
             b"verbosity" => done(verbosity(&t)),
-            b"lru_crawler" => done(super::admin::lru_crawler(&buf[..end])),
+            b"lru_crawler" => done(super::lru::lru_crawler(&buf[..end])),
+            b"watch" => done(admin::watch(t.line)),
             _ if c_str(t.last()).starts_with(b"HTTP/") => done(Command::Close),
             _ => done(reply(replies::ERROR, false)),
         },
@@ -358,12 +361,9 @@ fn stats<'a>(t: &Tokens<'a>) -> Command<'a> {
             Some(rank) if t.n == 3 => Command::Stats(StatsKind::Process(rank)),
             _ => reply(replies::BAD_FORMAT, false),
         },
-        b"detail" => match c_str(t.get(2)) {
-            _ if t.n < 3 => reply(replies::DETAIL_USAGE, false),
-            b"on" | b"off" => reply(replies::OK, false),
-            b"dump" => reply(replies::END, false),
-            _ => reply(replies::DETAIL_USAGE, false),
-        },
+        b"detail" => admin::stats_detail(t.line),
+        b"sizes_enable" if t.n == 2 => admin::stats_sizes(true),
+        b"sizes_disable" if t.n == 2 => admin::stats_sizes(false),
         _ => reply(replies::ERROR, false),
     }
 }

@@ -2,10 +2,11 @@
 
 use std::rc::Rc;
 
-use super::{Env, Flow};
+use super::{issue, Env, Flow};
 use crate::protocol::binary::reply as bin_reply;
-use crate::protocol::binary::{opcode, status, BinCtx, Frame, Header};
+use crate::protocol::binary::{opcode, stat_group, status, BinCtx, Frame, Header, StatGroup};
 use crate::protocol::text::StatsKind;
+use crate::server::admin::{commands, hooks};
 use crate::server::agent::AgentOp;
 use crate::server::local::ConnShared;
 use crate::server::outq::{Ctx, Reply};
@@ -50,6 +51,7 @@ pub fn binary(env: &Env<'_>, conn: &Rc<ConnShared>, frame: Frame<'_>) -> Flow {
         }
         Frame::TooLarge { header, key } => {
             bump(&env.counters.store_too_large, 1);
+            hooks::too_large(env, conn, key, None);
             if opcode::unquiet(header.opcode).0 == opcode::SET {
                 shards.issue(conn, shards.of(key), Op::Unlink { key: key.to_vec() }, Ctx::Silent);
             }
@@ -64,7 +66,7 @@ fn request(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, extras: &[u8], key:
     let shards = env.shards;
     let ctx = ctx_of(h);
     let (op, quiet) = opcode::unquiet(h.opcode);
-    let issue = |op: Op| shards.issue(conn, shards.of(key), op, Ctx::Binary(ctx));
+    let issue = |op: Op| issue(env, conn, shards.of(key), op, Ctx::Binary(ctx));
     match op {
         opcode::GET | opcode::GETK => issue(Op::Get { key: key.to_vec(), touch: None, value: true }),
         opcode::GAT | opcode::GATK => {
@@ -129,13 +131,14 @@ fn request(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, extras: &[u8], key:
 
 fn stat(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, key: &[u8]) {
     let ctx = ctx_of(h);
-    let kind = match key {
-        b"" => StatsKind::General,
-        b"settings" => StatsKind::Settings,
-        b"items" => StatsKind::Items,
-        b"slabs" => StatsKind::Slabs,
-        b"sizes" => StatsKind::Sizes,
-        b"reset" => StatsKind::Reset,
+    let kind = match stat_group(key) {
+        Some(StatGroup::General) => StatsKind::General,
+        Some(StatGroup::Settings) => StatsKind::Settings,
+        Some(StatGroup::Items) => StatsKind::Items,
+        Some(StatGroup::Slabs) => StatsKind::Slabs,
+        Some(StatGroup::Sizes) => StatsKind::Sizes,
+        Some(StatGroup::Reset) => StatsKind::Reset,
+        Some(g) if commands::binary_stat(env, conn, ctx, g) => return,
         _ => match key.strip_prefix(b"process ").and_then(|r| std::str::from_utf8(r).ok()?.parse().ok()) {
             Some(rank) => StatsKind::Process(rank),
             None => return error(conn, h, status::KEY_ENOENT),
@@ -150,7 +153,7 @@ fn stat(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, key: &[u8]) {
                 Reply::Bytes(out)
             })
         }
-        StatsKind::Settings | StatsKind::Sizes => {
+        StatsKind::Settings => {
             conn.push(Reply::Bytes(report::write(BinSink::new(ctx), kind, env.shared, &Totals::default())));
         }
         StatsKind::Process(r) if r as usize >= env.shards.processes() => error(conn, h, status::KEY_ENOENT),

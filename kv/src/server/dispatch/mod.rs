@@ -1,14 +1,16 @@
 //! Turning parsed commands into delegated requests and ordered replies.
 
-mod admin;
 mod binary;
+mod lru;
 mod meta;
 mod text;
 
+pub use super::admin::hooks::issue;
+
 use std::sync::Arc;
 
-pub use admin::maxbytes;
 pub use binary::binary;
+pub use lru::maxbytes;
 pub use text::text;
 
 use super::shards::Shards;

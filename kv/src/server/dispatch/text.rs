@@ -3,15 +3,16 @@
 
 use std::rc::Rc;
 
-use super::{Env, Flow};
+use super::{issue, Env, Flow};
 use crate::protocol::text::{replies, Command, StatsKind, TextKind};
+use crate::server::admin::{commands, hooks};
 use crate::server::agent::AgentOp;
 use crate::server::local::ConnShared;
 use crate::server::outq::{Ctx, Reply};
 use crate::server::report::{self, TextSink, Totals, VERSION};
 use crate::server::shards::Scope;
 use crate::server::shared::bump;
-use crate::store::Op;
+use crate::store::{Op, StoreMode};
 
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 const RESET: &[u8] = b"RESET\r\n";
@@ -31,17 +32,18 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
         Command::Get { keys, cas, touch } => {
             for key in keys.split(|&b| b == b' ').filter(|k| !k.is_empty()) {
                 let op = Op::Get { key: key.to_vec(), touch: touch.map(i64::from), value: true };
-                shards.issue(conn, shards.of(key), op, Ctx::Text(TextKind::Get { cas }));
+                issue(env, conn, shards.of(key), op, Ctx::Text(TextKind::Get { cas }));
             }
             conn.push(Reply::Static(replies::END));
         }
         Command::Store { mode, key, flags, exptime, cas, data, noreply } => {
             let op =
                 Op::Store { mode, key: key.to_vec(), flags, exptime: i64::from(exptime), cas, data: data.to_vec() };
-            shards.issue(conn, shards.of(key), op, ctx(TextKind::Store, noreply));
+            issue(env, conn, shards.of(key), op, ctx(TextKind::Store, noreply));
         }
         Command::TooLarge { key, unlink, noreply } => {
             bump(&env.counters.store_too_large, 1);
+            hooks::too_large(env, conn, key, unlink.then_some(StoreMode::Set));
             if unlink {
                 // memcached drops the old item rather than keep stale data.
                 shards.issue(conn, shards.of(key), Op::Unlink { key: key.to_vec() }, Ctx::Silent);
@@ -51,12 +53,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
             }
         }
         Command::Delete { key, noreply } => {
-            shards.issue(
-                conn,
-                shards.of(key),
-                Op::Delete { key: key.to_vec(), cas: 0 },
-                ctx(TextKind::Delete, noreply),
-            );
+            issue(env, conn, shards.of(key), Op::Delete { key: key.to_vec(), cas: 0 }, ctx(TextKind::Delete, noreply));
         }
         Command::Arith { key, incr, delta, noreply } => {
             let op = Op::Arith { key: key.to_vec(), incr, delta, create: None, cas: 0 };
@@ -64,7 +61,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
         }
         Command::Touch { key, exptime, noreply } => {
             let op = Op::Get { key: key.to_vec(), touch: Some(i64::from(exptime)), value: false };
-            shards.issue(conn, shards.of(key), op, ctx(TextKind::Touch, noreply));
+            issue(env, conn, shards.of(key), op, ctx(TextKind::Touch, noreply));
         }
         Command::FlushAll { delay, noreply } => {
             bump(&env.counters.cmd_flush, 1);
@@ -82,7 +79,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
                 Reply::Static(RESET)
             });
         }
-        Command::Stats(kind @ (StatsKind::Settings | StatsKind::Sizes | StatsKind::Conns)) => {
+        Command::Stats(kind @ (StatsKind::Settings | StatsKind::Conns)) => {
             conn.push(Reply::Bytes(report::write(TextSink::default(), kind, env.shared, &Totals::default())));
         }
         Command::Stats(StatsKind::Process(rank)) if rank as usize >= shards.processes() => {
@@ -116,7 +113,8 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
             return Flow::Stop;
         }
         Command::Meta(m) => super::meta::meta(env, conn, m),
-        Command::Admin(a) => super::admin::admin(env, conn, a),
+        Command::Lru(a) => super::lru::lru(env, conn, a),
+        Command::Admin { cmd, noreply } => return commands::text(env, conn, cmd, noreply),
         Command::Reply { text, noreply } => {
             if !noreply {
                 conn.push(Reply::Static(text));

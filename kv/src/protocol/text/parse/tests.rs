@@ -40,7 +40,7 @@ fn unknown_and_short() {
         assert_eq!(reply_of(input).0, replies::ERROR, "{:?}", String::from_utf8_lossy(input));
     }
     assert_eq!(one(b"mn\r\n").command, Command::Meta(crate::protocol::text::MetaCommand::NoOp));
-    assert_eq!(reply_of(b"shutdown\r\n").0, replies::SHUTDOWN);
+    assert!(matches!(one(b"shutdown\r\n").command, Command::Admin { .. }));
 }
 
 #[test]
@@ -131,7 +131,7 @@ fn stats_variants() {
     assert_eq!(one(b"stats reset\r\n").command, Command::Stats(StatsKind::Reset));
     assert_eq!(one(b"stats conns\r\n").command, Command::Stats(StatsKind::Conns));
     assert_eq!(reply_of(b"stats detail\r\n").0, replies::DETAIL_USAGE);
-    assert_eq!(reply_of(b"stats detail on\r\n").0, replies::OK);
+    assert!(matches!(one(b"stats detail on\r\n").command, Command::Admin { .. }));
     assert_eq!(reply_of(b"stats foo\r\n").0, replies::ERROR);
 }
 

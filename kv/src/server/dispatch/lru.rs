@@ -1,5 +1,5 @@
-//! `cache_memlimit` and `lru_crawler`: server-wide commands that go to
-//! every shard.
+//! `cache_memlimit` and `lru_crawler`: commands for the whole table that
+//! go to every shard.
 //!
 //! The crawler's enabled state is a setting of the server process, as in
 //! memcached; there is no crawler thread behind it (shards reclaim
@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::Env;
-use crate::protocol::text::{replies, AdminCommand, CrawlScope};
+use crate::protocol::text::{replies, CrawlScope, LruCommand};
 use crate::server::local::ConnShared;
 use crate::server::outq::Reply;
 use crate::server::shards::Scope;
@@ -40,10 +40,10 @@ const PIPELINED: &[u8] = b"ERROR cannot pipeline other commands before metadump\
 const START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
 
 /// Handles one administrative command.
-pub fn admin(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: AdminCommand) {
+pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
     let shards = env.shards;
     match cmd {
-        AdminCommand::MemLimit { megabytes, noreply } => {
+        LruCommand::MemLimit { megabytes, noreply } => {
             let total = u64::from(megabytes) * 1024 * 1024;
             MAXBYTES.store(total, Ordering::Relaxed);
             // The limit is each process's, as `-m` is: the program's shards
@@ -57,19 +57,19 @@ pub fn admin(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: AdminCommand) {
                 }
             });
         }
-        AdminCommand::Crawler { enable } => {
+        LruCommand::Crawler { enable } => {
             let was = CRAWLER.swap(enable, Ordering::Relaxed);
             conn.push(Reply::Static(if enable && was { START_FAILED } else { replies::OK }));
         }
-        AdminCommand::Crawl(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
-        AdminCommand::Crawl(scope) => conn.push(Reply::Static(match scope {
+        LruCommand::Crawl(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        LruCommand::Crawl(scope) => conn.push(Reply::Static(match scope {
             CrawlScope::Bad => BADCLASS,
             CrawlScope::Hash => UNKNOWN,
             CrawlScope::Classes(ids) if ids.is_empty() => NOTSTARTED,
             CrawlScope::All | CrawlScope::Classes(_) => replies::OK,
         })),
-        AdminCommand::MetaDump(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
-        AdminCommand::MetaDump(scope) => {
+        LruCommand::MetaDump(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        LruCommand::MetaDump(scope) => {
             // memcached refuses a dump behind replies it has not sent yet.
             let behind = conn.out.borrow().has_stack();
             let classes = match scope {

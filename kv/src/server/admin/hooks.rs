@@ -1,0 +1,221 @@
+//! Where requests meet the administrative features: per-prefix counting
+//! and the `fetchers` and `mutations` log lines, as memcached produces
+//! them where it handles a request.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::detail::Record;
+use crate::clock;
+use crate::protocol::text::admin::log;
+use crate::server::dispatch::Env;
+use crate::server::local::ConnShared;
+use crate::server::outq::{Ctx, OnRender, Reply};
+use crate::server::shared::Shared;
+use crate::store::{item_size, Op, Outcome, StoreMode};
+
+/// Delegates `op` to `shard` like `Shards::issue`, noting it for detail
+/// stats and log watchers when either is on.
+#[inline]
+pub fn issue(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ctx) {
+    if env.shared.admin.observing() {
+        observed(env, conn, shard, op, ctx);
+    } else {
+        env.shards.issue(conn, shard, op, ctx);
+    }
+}
+
+/// What to note once the outcome is back.
+enum Note {
+    /// `detail`: the tag of a detail count, if the get is one; `log`: a
+    /// fetchers watcher was there when the request was made.
+    Get {
+        detail: Option<u64>,
+        log: bool,
+    },
+    Store {
+        cmd: &'static str,
+        ttl: u32,
+        ntotal: usize,
+        size: usize,
+    },
+}
+
+fn cmd_name(mode: StoreMode) -> &'static str {
+    match mode {
+        StoreMode::Set => "set",
+        StoreMode::Add => "add",
+        StoreMode::Replace => "replace",
+        StoreMode::Append => "append",
+        StoreMode::Prepend => "prepend",
+        StoreMode::Cas => "cas",
+    }
+}
+
+/// memcached's `ttl=`: seconds left, 0 for none (wrapping as its unsigned
+/// arithmetic does).
+fn ttl(exptime: i64) -> u32 {
+    let now = clock::now();
+    match clock::realtime(exptime, now, clock::process_started()) {
+        0 => 0,
+        t => t.wrapping_sub(now),
+    }
+}
+
+#[cold]
+fn observed(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ctx) {
+    let admin = &env.shared.admin;
+    let text = !matches!(ctx, Ctx::Binary(_));
+    let note = match &op {
+        // The text protocol's touch is not a get for detail stats; the
+        // binary protocol's is.
+        Op::Get { value, .. } => {
+            let counted = (!text || *value) && admin.detail.enabled();
+            let log = admin.watchers.wants(log::FETCHERS);
+            (counted || log).then(|| Note::Get { detail: counted.then(|| conn.detail.borrow().tag()), log })
+        }
+        Op::Store { mode, key, flags, exptime, data, .. } => {
+            if admin.detail.enabled() {
+                record(env, conn, Record::Set(key.clone()));
+            }
+            admin.watchers.wants(log::MUTATIONS).then(|| Note::Store {
+                cmd: cmd_name(*mode),
+                ttl: ttl(*exptime),
+                ntotal: item_size(key.len(), *flags, data.len()),
+                size: data.len(),
+            })
+        }
+        Op::Delete { key, .. } => {
+            if admin.detail.enabled() {
+                record(env, conn, Record::Delete(key.clone()));
+            }
+            None
+        }
+        _ => None,
+    };
+    let Some(note) = note else { return env.shards.issue(conn, shard, op, ctx) };
+    let key = match &op {
+        Op::Store { key, .. } => key.clone(),
+        _ => Vec::new(),
+    };
+    let shared = env.shared.clone();
+    let cfd = conn.fd.get();
+    let seq = conn.out.borrow_mut().reserve();
+    env.shards.issue_then(conn, shard, op, move |c, outcome| {
+        let log = note_outcome(&shared, c, note, key, &outcome, cfd);
+        let reply = Reply::Outcome(outcome, ctx);
+        c.complete(
+            seq,
+            match log {
+                // Log lines go out as the replies do: in request order.
+                Some(log) => Reply::Then(Box::new(reply), OnRender(log)),
+                None => reply,
+            },
+        );
+    });
+}
+
+/// Counts `r` for detail stats, in command order with the connection's
+/// dumps.
+fn record(env: &Env<'_>, conn: &ConnShared, r: Record) {
+    let mut hold = conn.detail.borrow_mut();
+    let tag = hold.tag();
+    hold.record(&env.shared.admin.detail, tag, r);
+}
+
+/// Counts the outcome for detail stats now, and returns the log line to
+/// write when its reply is rendered, if a watcher wants one.
+fn note_outcome(
+    shared: &Arc<Shared>,
+    conn: &ConnShared,
+    note: Note,
+    key: Vec<u8>,
+    outcome: &Outcome,
+    cfd: i32,
+) -> Option<Box<dyn FnOnce()>> {
+    let admin = &shared.admin;
+    let shared = shared.clone();
+    match note {
+        Note::Get { detail, log } => {
+            let (key, hit) = match outcome {
+                Outcome::Found(h) => (&h.key[..], Some(h)),
+                Outcome::Missing(k) => (&k[..], None),
+                _ => return None,
+            };
+            if let Some(tag) = detail {
+                conn.detail.borrow_mut().record(&admin.detail, tag, Record::Get(key.to_vec(), hit.is_some()));
+            }
+            if !log {
+                return None;
+            }
+            let (status, clsid, size) = match hit {
+                Some(h) => ("found", admin.clsid(item_size(key.len(), h.flags, h.data.len())), h.data.len()),
+                None => ("not_found", 0, 0),
+            };
+            let key = key.to_vec();
+            Some(Box::new(move || {
+                let w = &shared.admin.watchers;
+                if w.wants(log::FETCHERS) {
+                    w.item_get(&key, status, clsid, cfd, size);
+                }
+            }))
+        }
+        Note::Store { cmd, ttl, ntotal, size } => {
+            let status = match outcome {
+                Outcome::Stored { .. } => "stored",
+                Outcome::NotStored => "not_stored",
+                Outcome::Exists => "exists",
+                Outcome::NotFound => "not_found",
+                Outcome::OutOfMemory => "no_memory",
+                _ => return None,
+            };
+            let clsid = admin.clsid(ntotal);
+            Some(Box::new(move || {
+                let w = &shared.admin.watchers;
+                if w.wants(log::MUTATIONS) {
+                    w.item_store(&key, status, cmd, ttl, clsid, cfd, size);
+                }
+            }))
+        }
+    }
+}
+
+/// A store refused as too large: a set for detail stats and, for the text
+/// protocol, memcached's `too_large` line (whose fields it fills in
+/// shifted: the descriptor, truncated to a byte, lands in `clsid=`).
+pub fn too_large(env: &Env<'_>, conn: &ConnShared, key: &[u8], mode: Option<StoreMode>) {
+    let admin = &env.shared.admin;
+    if !admin.observing() {
+        return;
+    }
+    if admin.detail.enabled() {
+        record(env, conn, Record::Set(key.to_vec()));
+    }
+    if let Some(mode) = mode {
+        if admin.watchers.wants(log::MUTATIONS) {
+            let (shared, key, cfd) = (env.shared.clone(), key.to_vec(), conn.fd.get());
+            let log = move || {
+                let w = &shared.admin.watchers;
+                w.item_store(&key, "too_large", cmd_name(mode), 0, u32::from(cfd as u8), 0, 0);
+            };
+            // After the replies before it, like the other lines.
+            conn.push(Reply::Then(Box::new(Reply::Nothing), OnRender(Box::new(log))));
+        }
+    }
+}
+
+/// A connection opened, for `connevents` watchers.
+pub fn conn_new(shared: &Shared, peer: Option<SocketAddr>, cfd: i32) {
+    if shared.admin.watchers.wants(log::CONNEVENTS) {
+        shared.admin.watchers.conn_new(peer, cfd);
+    }
+}
+
+/// A connection closed, for `connevents` watchers (memcached closes a
+/// watcher's connection as an error).
+pub fn conn_close(shared: &Shared, peer: Option<SocketAddr>, error: bool, cfd: i32) {
+    if shared.admin.watchers.wants(log::CONNEVENTS) {
+        shared.admin.watchers.conn_close(peer, if error { "error" } else { "normal" }, cfd);
+    }
+}
