@@ -350,6 +350,48 @@ fn watch_streams_match_memcached() {
     assert_eq!(streams[1].1, streams[0].1, "mutations and connevents");
 }
 
+/// `watch evictions`: the same line for an item evicted to make room (the
+/// two servers evict different keys first, so keys are masked).
+#[test]
+fn eviction_lines_match_memcached() {
+    let Some((mc, kv)) = pair(&["-m", "2"]) else { return };
+    let mut lines = Vec::new();
+    for p in [&mc, &kv] {
+        let mut w = p.raw();
+        w.send(b"watch evictions\r\n");
+        assert_eq!(w.recv_until(b"OK\r\n"), b"OK\r\n");
+        let mut c = p.raw();
+        let mut fill = Vec::new();
+        for i in 0..5000 {
+            fill.extend_from_slice(format!("set key{i} 0 100 1000 noreply\r\n").as_bytes());
+            fill.extend_from_slice(&[b'v'; 1000]);
+            fill.extend_from_slice(b"\r\n");
+        }
+        text(&mut c, &fill);
+        let first = log_lines(&mut w, 1).into_iter().next().expect("an eviction line");
+        // A second may pass between the store and the eviction: ttl and
+        // la are checked for range, the rest compared as they are.
+        let masked: Vec<String> = first
+            .split(' ')
+            .map(|f| match f.split_once('=') {
+                Some(("key", _)) => "key=<k>".to_string(),
+                Some(("ttl", v)) => {
+                    assert!(["99", "100"].contains(&v), "{first}");
+                    "ttl=<t>".to_string()
+                }
+                Some(("la", v)) => {
+                    assert!(["0", "1"].contains(&v), "{first}");
+                    "la=<a>".to_string()
+                }
+                _ => f.to_string(),
+            })
+            .collect();
+        lines.push(masked.join(" "));
+    }
+    assert_eq!(lines[1], lines[0]);
+    assert!(lines[0].contains("type=eviction key=<k> fetch=no ttl=<t> la=<a> clsid="), "{}", lines[0]);
+}
+
 #[test]
 fn options_and_flags_match_memcached() {
     let opts =

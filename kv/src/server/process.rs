@@ -65,6 +65,8 @@ pub fn prepare(config: Config, rank: usize, processes: usize) -> Result<Prepared
     // pollers (see the watcher's module).
     let watcher = if processes > 1 { Some(Watcher::start(polls.len())?) } else { None };
     let shared = Arc::new(Shared::new(config, (rank, processes), addrs, listen_fds, peers, watcher));
+    // The shards of this process report evictions to its log watchers.
+    crate::store::events::set_sink(shared.admin.watchers.clone());
     Ok(Prepared { shared, polls, listeners })
 }
 

@@ -2,6 +2,7 @@
 //! connection workers delegate to them.
 
 pub mod classes;
+pub mod events;
 pub mod item;
 pub mod meta;
 pub mod op;

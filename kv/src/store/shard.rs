@@ -388,6 +388,14 @@ impl Shard {
                     self.stats.expired_unfetched += 1;
                 }
             } else {
+                super::events::evicted(|| super::events::Eviction {
+                    key: &k,
+                    fetched: old.fetched,
+                    ttl: if old.exptime == 0 { -1 } else { i64::from(old.exptime) - i64::from(now) },
+                    last_access: now.saturating_sub(old.time),
+                    class: u32::from(old.class),
+                    size: old.data.len(),
+                });
                 self.stats.evictions += 1;
                 if old.exptime != 0 {
                     self.stats.evicted_nonzero += 1;

@@ -249,6 +249,23 @@ impl Watchers {
         );
     }
 
+    /// An item evicted to make room (`evictions`).
+    pub fn eviction(&self, e: &crate::store::events::Eviction<'_>) {
+        let mut k = String::new();
+        uriencode(e.key, &mut k);
+        self.log(
+            log::EVICTIONS,
+            &format!(
+                "type=eviction key={k} fetch={} ttl={} la={} clsid={} size={}",
+                if e.fetched { "yes" } else { "no" },
+                e.ttl,
+                e.last_access,
+                e.class,
+                e.size
+            ),
+        );
+    }
+
     /// A connection opened (`connevents`).
     pub fn conn_new(&self, peer: Option<SocketAddr>, cfd: i32) {
         let (rip, rport) = endpoint(peer);
@@ -305,5 +322,15 @@ mod tests {
             ws.add(log::FETCHERS).unwrap();
         }
         assert_eq!(ws.add(log::FETCHERS).unwrap_err(), AddError::TooMany);
+    }
+}
+
+impl crate::store::events::Events for Watchers {
+    fn wants_evictions(&self) -> bool {
+        self.wants(log::EVICTIONS)
+    }
+
+    fn eviction(&self, e: &crate::store::events::Eviction<'_>) {
+        Watchers::eviction(self, e);
     }
 }
