@@ -289,6 +289,16 @@ fn endpoint(peer: Option<SocketAddr>) -> (String, u16) {
     }
 }
 
+impl crate::store::events::Events for Watchers {
+    fn wants_evictions(&self) -> bool {
+        self.wants(log::EVICTIONS)
+    }
+
+    fn eviction(&self, e: &crate::store::events::Eviction<'_>) {
+        Watchers::eviction(self, e);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,15 +332,5 @@ mod tests {
             ws.add(log::FETCHERS).unwrap();
         }
         assert_eq!(ws.add(log::FETCHERS).unwrap_err(), AddError::TooMany);
-    }
-}
-
-impl crate::store::events::Events for Watchers {
-    fn wants_evictions(&self) -> bool {
-        self.wants(log::EVICTIONS)
-    }
-
-    fn eviction(&self, e: &crate::store::events::Eviction<'_>) {
-        Watchers::eviction(self, e);
     }
 }
