@@ -12,7 +12,13 @@
 //! To know whose answers it has just published, a trustee notes the origin
 //! of every request it runs in a per-thread mask (this module). The mask is
 //! read by the trustee's own connection worker after its thread has served
-//! a batch, by which time the answers are published.
+//! a batch, by which time the answers are published. Workers are named by
+//! their global thread ids; a bit may stand for several (from 63 on, or a
+//! worker of another process), which costs at most a needless wake-up.
+//!
+//! This is how a server of one process sleeps. Workers of a multi-process
+//! program park instead (see [`super::watcher`]): other processes cannot
+//! reach a `mio::Waker`.
 
 use std::cell::Cell;
 
@@ -20,12 +26,14 @@ thread_local! {
     static SERVED: Cell<u64> = const { Cell::new(0) };
 }
 
-/// The mask bit of worker `w` (workers from 63 on share the last bit).
+/// The mask bit of the worker on global thread `w` (threads from 63 on
+/// share the last bit).
 pub fn bit(w: usize) -> u64 {
     1u64 << w.min(63)
 }
 
-/// Runs on the trustee: a request from worker `origin` was served.
+/// Runs on the trustee: a request from the worker on global thread
+/// `origin` was served.
 #[inline]
 pub fn note_served(origin: usize) {
     SERVED.with(|c| c.set(c.get() | bit(origin)));
