@@ -79,12 +79,8 @@ for v in "$hosts" "$threads" "$reps" "$records" "$duration" "$limit"; do
     is_uint "$v" || die "bad number '$v' (see $prog -h)"
 done
 [ "$hosts" -le 254 ] || die "at most 254 hosts"
-[ "$EUID" -eq 0 ] || die "must run as root (network namespaces)"
-command -v ip >/dev/null 2>&1 || die "iproute2 is missing (apt-get install iproute2)"
 command -v memcached >/dev/null 2>&1 || die "memcached is missing (apt-get install memcached)"
-ldconfig -p 2>/dev/null | grep -q 'libucp\.so\.0' ||
-    die "UCX is missing: no libucp.so.0 in the linker cache (apt-get install libucx0)"
-"$netns" check >/dev/null || die "this machine cannot make simulated hosts ($netns check)"
+sim_hosts_check
 
 sim_hosts_setup kv
 

@@ -104,12 +104,7 @@ for h in "${hosts_arr[@]}"; do
         max_hosts=$h
     fi
 done
-[ "$EUID" -eq 0 ] || die "must run as root (network namespaces)"
-command -v ip >/dev/null 2>&1 || die "iproute2 is missing (apt-get install iproute2)"
-command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) is missing"
-ldconfig -p 2>/dev/null | grep -q 'libucp\.so\.0' ||
-    die "UCX is missing: no libucp.so.0 in the linker cache (apt-get install libucx0)"
-"$netns" check >/dev/null || die "this machine cannot make simulated hosts ($netns check)"
+sim_hosts_check
 
 # ---- clean-up, on any exit ---------------------------------------------------
 

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{bin_req, Proc, Raw};
+use common::{bin_req, random_text_stream, Proc, Raw, Rng};
 
 /// How the reply to a step ends.
 #[derive(Clone, Copy)]
@@ -356,18 +356,6 @@ fn binary_commands_match_memcached() {
     ]);
 }
 
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// Random command streams built from protocol fragments, the same stream
 /// to both servers. Lengths stay small so that every stream ends: a tail of
 /// empty lines completes any pending data block, then `mn` marks the end.
@@ -417,22 +405,7 @@ fn random_text_streams_match_memcached() {
     let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let (mut a, mut b) = (mc.raw(), kv.raw());
     for case in 0..2000 {
-        let mut stream = String::new();
-        for _ in 0..1 + rng.below(5) {
-            let words = 1 + rng.below(7);
-            for w in 0..words {
-                if w > 0 {
-                    stream.push(' ');
-                }
-                stream.push_str(WORDS[rng.below(WORDS.len())]);
-            }
-            stream.push_str(["\r\n", "\n", "\r\n", "\r\n"][rng.below(4)]);
-            if rng.below(3) == 0 {
-                stream.push_str(["abc", "12", "x", "", "hello world"][rng.below(5)]);
-                stream.push_str("\r\n");
-            }
-        }
-        stream.push_str(&"\r\n".repeat(60));
+        let stream = random_text_stream(&mut rng, WORDS, &["\r\n", "\n", "\r\n", "\r\n"]);
         let step = t(stream.as_bytes());
         let want = mask_text(&run_text(&mut a, &step));
         let got = mask_text(&run_text(&mut b, &step));

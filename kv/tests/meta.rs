@@ -13,7 +13,7 @@
 
 mod common;
 
-use common::{Proc, Raw};
+use common::{Proc, Raw, Rng};
 
 fn server_pair() -> Option<(Proc, Proc)> {
     let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");
@@ -481,22 +481,6 @@ fn cache_memlimit_bounds_memory() {
     assert!(stat("bytes") <= 8 << 20, "{text}");
     assert!(stat("evictions") > 0, "{text}");
     assert_eq!(exchange(&mut raw, b"cache_memlimit 64\r\n"), b"OK\r\n");
-}
-
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
-        from[self.below(from.len())]
-    }
 }
 
 /// One random meta command (with its value, for `ms`). `held` lists the

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{bin_req, Proc, Raw, TIMEOUT};
+use common::{bin_req, random_text_stream, Proc, Raw, Rng, TIMEOUT};
 
 /// A running multi-process server, killed (with its ranks) on drop.
 struct Program {
@@ -128,18 +128,6 @@ fn stats(raw: &mut Raw, args: &str) -> String {
     String::from_utf8(raw.recv_until(b"END\r\n")).unwrap()
 }
 
-/// A small deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
 /// Random text streams, each sent to one process of a 3-process program
 /// (in turn) and to a server of one process with the same shard count:
 /// the replies, CAS values included, are the same bytes.
@@ -207,22 +195,7 @@ fn random_text_streams_across_processes_match_one_process() {
     let mut ours: Vec<Raw> = (0..3).map(|r| rack.raw(r)).collect();
     let mut theirs = single.raw();
     for case in 0..1500 {
-        let mut stream = String::new();
-        for _ in 0..1 + rng.below(5) {
-            let words = 1 + rng.below(7);
-            for w in 0..words {
-                if w > 0 {
-                    stream.push(' ');
-                }
-                stream.push_str(WORDS[rng.below(WORDS.len())]);
-            }
-            stream.push_str("\r\n");
-            if rng.below(3) == 0 {
-                stream.push_str(["abc", "12", "x", "", "hello world"][rng.below(5)]);
-                stream.push_str("\r\n");
-            }
-        }
-        stream.push_str(&"\r\n".repeat(60));
+        let stream = random_text_stream(&mut rng, WORDS, &["\r\n"]);
         let want = text(&mut theirs, stream.as_bytes());
         let got = text(&mut ours[case % 3], stream.as_bytes());
         assert_eq!(

@@ -15,6 +15,19 @@ is_uint() {
     [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ]
 }
 
+# Stops unless this machine can run a program over simulated hosts: root,
+# iproute2, timeout, UCX and a working scripts/rack-netns.sh.
+sim_hosts_check() {
+    [ "$EUID" -eq 0 ] || die "must run as root (network namespaces)"
+    command -v ip >/dev/null 2>&1 || die "iproute2 is missing (apt-get install iproute2)"
+    command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) is missing"
+    # Not `grep -q`: it would stop reading early, and under pipefail the
+    # SIGPIPE that ldconfig then gets would fail the check.
+    ldconfig -p 2>/dev/null | grep 'libucp\.so\.0' >/dev/null ||
+        die "UCX is missing: no libucp.so.0 in the linker cache (apt-get install libucx0)"
+    "$netns" check >/dev/null || die "this machine cannot make simulated hosts ($netns check)"
+}
+
 # Removes what a run left, on any exit: background ranks, the rack, the
 # hosts' shared-memory segments and the scratch directory.
 cleanup() {

@@ -10,11 +10,10 @@ use std::os::fd::RawFd;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::admin::detail::Hold;
-use super::admin::watch::Watcher;
-
 use gossamer::Unparker;
 
+use super::admin::detail::Hold;
+use super::admin::watch::Watcher;
 use super::outq::{OutQueue, Reply};
 
 /// Per-worker bookkeeping: requests in flight per trustee, and the

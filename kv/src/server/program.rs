@@ -181,10 +181,6 @@ fn prepare_here((rank, processes): (usize, usize)) -> Result<(Vec<SocketAddr>, T
 fn serve_here((placement, base): (Placement, usize)) -> Result<(), String> {
     let prepared = lock(&PREPARED).take().ok_or("this process was not prepared")?;
     let rank = prepared.shared.rank;
-    // A signal that came before the workers started is not lost.
-    if SIGNALLED.load(Ordering::SeqCst) {
-        prepared.shared.request_stop();
-    }
     let workers = process::start(prepared, &placement, base, gossamer::spawn_on);
     let mut result = Ok(());
     for w in workers {

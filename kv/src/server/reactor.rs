@@ -22,12 +22,11 @@
 //! [`SLEEP_MAX`] in any case.
 
 use std::io::{ErrorKind, Write};
+use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use std::os::fd::AsRawFd;
 
 use gossamer::Parker;
 use mio::net::{TcpListener, TcpStream};

@@ -279,3 +279,44 @@ impl Raw {
         }
     }
 }
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number below `n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+
+    /// One of `from`.
+    pub fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[self.below(from.len())]
+    }
+}
+
+/// A random text-protocol stream: 1 to 5 lines of 1 to 7 of `words`, each
+/// ended by one of `endings` and sometimes followed by a data line; then a
+/// tail of empty lines that completes any pending data block.
+pub fn random_text_stream(rng: &mut Rng, words: &[&str], endings: &[&str]) -> String {
+    let mut stream = String::new();
+    for _ in 0..1 + rng.below(5) {
+        let n = 1 + rng.below(7);
+        for w in 0..n {
+            if w > 0 {
+                stream.push(' ');
+            }
+            stream.push_str(rng.pick(words));
+        }
+        stream.push_str(if endings.len() == 1 { endings[0] } else { rng.pick(endings) });
+        if rng.below(3) == 0 {
+            stream.push_str(["abc", "12", "x", "", "hello world"][rng.below(5)]);
+            stream.push_str("\r\n");
+        }
+    }
+    stream.push_str(&"\r\n".repeat(60));
+    stream
+}
