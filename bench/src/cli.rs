@@ -77,6 +77,10 @@ pub enum Cmd {
     /// Micro-figures: fiber switch, round trip, one trustee's throughput,
     /// local shortcut, idle CPU and wake-up latency.
     Micro(MicroArgs),
+    /// The effect of a change: builds this program at BASE and at HEAD (default:
+    /// the working tree), runs `micro` and a slice of `faa` of both,
+    /// interleaved, and prints the gain per figure.
+    Compare(CompareArgs),
     /// Everything above, in order.
     All,
 }
@@ -135,4 +139,26 @@ pub struct MicroArgs {
     /// Operations per micro-figure [default: depends on the scale].
     #[arg(long)]
     pub ops: Option<u64>,
+}
+
+/// Options of `compare`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// The commit to compare against (any revision: a hash, a tag, `main~3`).
+    pub base: String,
+    /// The commit to compare [default: the working tree, uncommitted changes included].
+    #[arg(long)]
+    pub head: Option<String>,
+    /// Interleaved rounds; each runs `micro` and the `faa` slice of both sides.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// Object counts of the `faa` slice (uniform keys).
+    #[arg(long, value_delimiter = ',', default_values_t = [16u64, 1_000_000])]
+    pub objects: Vec<u64>,
+    /// `faa` variants of the slice [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
+    /// Where built programs are kept [default: ~/.cache/gossamer/compare].
+    #[arg(long)]
+    pub cache: Option<PathBuf>,
 }

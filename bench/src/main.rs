@@ -4,12 +4,14 @@
 //! `latency` (latency against offered load), `map` (concurrent map
 //! throughput against table size and write ratio), `micro` (fiber switch,
 //! round trip, one trustee's throughput, local shortcut, idle CPU, wake-up
-//! latency), and `all`. Each prints the machine and configuration, a table
+//! latency), `compare` (the same figures at two commits, interleaved) and
+//! `all`. Each prints the machine and configuration, a table
 //! of medians with Trust-over-best-lock ratios, and writes CSV files and
 //! PNG plots to the results folder. Each verifies its final counts or map
 //! contents: exit status 2 on a mismatch, 1 on any other error.
 
 mod cli;
+mod compare;
 mod control;
 mod error;
 mod faa;
@@ -51,6 +53,13 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: &Cli) -> Result<()> {
+    if let Cmd::Compare(a) = &cli.cmd {
+        if a.rounds == 0 {
+            return Err(BenchError::Other("--rounds must be at least 1".into()));
+        }
+        println!("{}", machine::header("compare"));
+        return compare::run(&cli.common, a);
+    }
     let s = Settings::resolve(&cli.common).map_err(BenchError::Other)?;
     let header = machine::header(&s.describe());
     println!("{header}");
@@ -61,6 +70,7 @@ fn run(cli: &Cli) -> Result<()> {
         Cmd::Latency(a) => latency::run(&s, a)?,
         Cmd::Map(a) => map::run(&s, a)?,
         Cmd::Micro(a) => micro::run(&s, a)?,
+        Cmd::Compare(_) => unreachable!("handled above"),
         Cmd::All => {
             faa::run(&s, &Default::default())?;
             latency::run(&s, &Default::default())?;
@@ -73,6 +83,7 @@ fn run(cli: &Cli) -> Result<()> {
         Cmd::Latency(_) => "latency",
         Cmd::Map(_) => "map",
         Cmd::Micro(_) => "micro",
+        Cmd::Compare(_) => "compare",
         Cmd::All => "all",
     };
     let elapsed = started.elapsed();

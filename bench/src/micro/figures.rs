@@ -55,6 +55,87 @@ pub fn fiber_yield(s: &Settings, ops: u64) -> Result<f64> {
     Ok(ns / yields as f64)
 }
 
+/// Nanoseconds per resume-and-suspend of a bare coroutine (the same
+/// `corosensei` switch the fibers use, without any scheduler): the floor
+/// under `fiber-yield`, which adds the ready queue and the worker's loop.
+pub fn raw_switch(s: &Settings, ops: u64) -> Result<f64> {
+    use corosensei::{Coroutine, CoroutineResult};
+    let mut co: Coroutine<u8, u64, u64> = Coroutine::new(|y, _first: u8| {
+        let mut n = 0u64;
+        loop {
+            n += 1;
+            if y.suspend(n) == 0u8 {
+                return n;
+            }
+        }
+    });
+    let t = Instant::now();
+    let mut last = 0;
+    for _ in 0..ops {
+        if let CoroutineResult::Yield(n) = co.resume(1) {
+            last = n;
+        }
+    }
+    let ns = t.elapsed().as_nanos() as f64;
+    let total = match co.resume(0) {
+        CoroutineResult::Return(n) => n,
+        CoroutineResult::Yield(n) => n,
+    };
+    expect_eq("coroutine switches", last, total)?;
+    expect_eq("coroutine resumes", total, ops + fault(s))?;
+    // One resume and one suspend per operation: two switches.
+    Ok(ns / ops as f64)
+}
+
+/// Nanoseconds per round trip of one cache line between two OS threads
+/// (each waits for the other's store, then stores; no read-modify-write):
+/// what the hardware charges for a request to reach another core and its
+/// answer to come back, the floor under `apply-rtt`.
+pub fn line_pingpong(s: &Settings, ops: u64) -> Result<f64> {
+    use std::sync::atomic::AtomicU64;
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    let ops = ops / 10 + 1;
+    let ping = Arc::new(Line(AtomicU64::new(0)));
+    let pong = Arc::new(Line(AtomicU64::new(0)));
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    let pinned = s.pin && cores.len() > 1;
+    let pin = move |i: usize| {
+        if pinned {
+            core_affinity::set_for_current(cores[i % cores.len()]);
+        }
+    };
+    let (p2, q2) = (ping.clone(), pong.clone());
+    let pin_echo = pin.clone();
+    let echo = thread::spawn(move || {
+        pin_echo(1);
+        for i in 1..=ops {
+            while p2.0.load(Ordering::Acquire) != i {
+                std::hint::spin_loop();
+            }
+            q2.0.store(i, Ordering::Release);
+        }
+    });
+    let (p1, q1) = (ping.clone(), pong.clone());
+    let client = thread::spawn(move || {
+        pin(0);
+        // Let the echo thread start before timing.
+        thread::sleep(Duration::from_millis(1));
+        let t = Instant::now();
+        for i in 1..=ops {
+            p1.0.store(i, Ordering::Release);
+            while q1.0.load(Ordering::Acquire) != i {
+                std::hint::spin_loop();
+            }
+        }
+        t.elapsed().as_nanos() as f64
+    });
+    let ns = client.join().map_err(|_| BenchError::Other("ping-pong thread panicked".into()))?;
+    echo.join().map_err(|_| BenchError::Other("ping-pong thread panicked".into()))?;
+    expect_eq("ping-pong round trips", pong.0.load(Ordering::Relaxed), ops + fault(s))?;
+    Ok(ns / ops as f64)
+}
+
 /// Nanoseconds per `apply` round trip, one fiber on worker 0, trustee 1.
 pub fn apply_rtt(s: &Settings, ops: u64) -> Result<f64> {
     let rt = runtime(2, 0, s)?;

@@ -36,6 +36,18 @@ const FIGURES: &[Figure] = &[
         run: figures::fiber_yield,
     },
     Figure {
+        name: "raw-switch",
+        unit: "ns",
+        what: "resume + suspend of a bare coroutine (floor under fiber-yield)",
+        run: figures::raw_switch,
+    },
+    Figure {
+        name: "line-pingpong",
+        unit: "ns",
+        what: "a cache line's round trip between two threads (floor under apply-rtt)",
+        run: figures::line_pingpong,
+    },
+    Figure {
         name: "apply-rtt",
         unit: "ns",
         what: "one apply to a trustee on another thread, one fiber",

@@ -42,29 +42,30 @@ impl StackPool {
     }
 }
 
-/// One fiber. Dropping an unfinished fiber unwinds its stack, running the
-/// destructors of everything alive on it.
+/// One fiber, always boxed: the scheduler moves only the pointer, and the
+/// fiber's yielder cell keeps a fixed address. Dropping an unfinished fiber
+/// unwinds its stack, running the destructors of everything alive on it.
 pub(crate) struct Fiber {
     co: Option<Co>,
-    /// Where the fiber records its yielder on first entry; boxed so that the
-    /// address stays fixed while the `Fiber` value moves.
-    yielder: Box<Cell<*const Yielder<(), ()>>>,
+    /// Where the fiber records its yielder on first entry.
+    yielder: Cell<*const Yielder<(), ()>>,
 }
 
 impl Fiber {
-    pub(crate) fn new(pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Fiber {
-        let yielder: Box<Cell<*const Yielder<(), ()>>> = Box::new(Cell::new(ptr::null()));
-        let slot: *const Cell<*const Yielder<(), ()>> = &*yielder;
-        let slot = SendPtr(slot);
+    pub(crate) fn new(pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Box<Fiber> {
+        let mut fiber = Box::new(Fiber { co: None, yielder: Cell::new(ptr::null()) });
+        let slot = SendPtr(&fiber.yielder as *const Cell<*const Yielder<(), ()>>);
         let co = Coroutine::with_stack(pool.take(), move |y: &Yielder<(), ()>, ()| {
             let slot = slot;
-            // SAFETY: `slot` points into the `Box` owned by this fiber's
-            // `Fiber` value, which outlives the coroutine it owns.
+            // SAFETY: `slot` points into the box of this fiber's `Fiber`,
+            // which owns the coroutine and so outlives it; the box never
+            // moves its contents.
             unsafe { (*slot.0).set(y) };
             CURRENT.with(|c| c.set(y));
             body();
         });
-        Fiber { co: Some(co), yielder }
+        fiber.co = Some(co);
+        fiber
     }
 
     /// Runs the fiber until it suspends (`false`) or finishes (`true`).

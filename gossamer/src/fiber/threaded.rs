@@ -62,7 +62,7 @@ struct SendBox(Box<dyn FnOnce()>);
 unsafe impl Send for SendBox {}
 
 impl Fiber {
-    pub(crate) fn new(_pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Fiber {
+    pub(crate) fn new(_pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Box<Fiber> {
         let baton = Arc::new(Baton {
             turn: Mutex::new(Turn::Scheduler),
             cv: Condvar::new(),
@@ -82,7 +82,7 @@ impl Fiber {
                 std::panic::resume_unwind(p);
             }
         });
-        Fiber { baton, thread: Some(thread) }
+        Box::new(Fiber { baton, thread: Some(thread) })
     }
 
     pub(crate) fn recycle(self, _pool: &mut StackPool) {}

@@ -34,10 +34,14 @@ the closure runs in a fiber that may block";
 
 const NO_FIBER: u32 = u32::MAX;
 
+/// Most fiber resumes between two polls of the slots, when fibers keep
+/// yielding (see `run_ready`).
+const RESUMES_PER_PASS: usize = 8;
+
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
-    fibers: RefCell<Vec<Option<Fiber>>>,
+    fibers: RefCell<Vec<Option<Box<Fiber>>>>,
     free_fibers: RefCell<Vec<u32>>,
     ready: RefCell<VecDeque<u32>>,
     current: Cell<u32>,
@@ -60,6 +64,12 @@ pub(crate) struct Worker {
     quiet: Cell<bool>,
     /// Local-shortcut `apply` calls since the running fiber last suspended.
     local_streak: Cell<u32>,
+    /// Rounds of fibers polling (running, nothing moving) between two
+    /// yields of the core to the OS: often when the program has more
+    /// threads than the machine has cores (the thread they wait for may
+    /// need this core), rarely otherwise (a system call per yield would
+    /// otherwise cost every fiber switch several nanoseconds).
+    courtesy: u32,
 }
 
 /// Restores the delegated-context flag when dropped.
@@ -100,6 +110,7 @@ impl Worker {
             rr: Cell::new(index),
             quiet: Cell::new(false),
             local_streak: Cell::new(0),
+            courtesy: if shared.n > thread::available_parallelism().map_or(1, |c| c.get()) { 64 } else { 4096 },
             shared,
         }
     }
@@ -196,7 +207,11 @@ impl Worker {
 
     fn run_ready(&self) -> bool {
         let n = self.ready.borrow().len();
-        for _ in 0..n {
+        // Fibers that yield again go to the back of the queue and may run
+        // again in this pass, up to `RESUMES_PER_PASS` resumes: the loop's
+        // polling of slots is then shared by several switches, while a
+        // request from another thread waits at most that many switches.
+        for _ in 0..n.max(RESUMES_PER_PASS.min(n * RESUMES_PER_PASS)) {
             let Some(id) = self.ready.borrow_mut().pop_front() else { break };
             let mut f =
                 self.fibers.borrow_mut()[id as usize].take().expect("gossamer: woke a fiber that is not suspended");
@@ -205,7 +220,7 @@ impl Worker {
             let done = f.resume();
             self.current.set(NO_FIBER);
             if done {
-                f.recycle(&mut self.pool.borrow_mut());
+                (*f).recycle(&mut self.pool.borrow_mut());
                 self.free_fibers.borrow_mut().push(id);
                 self.live.set(self.live.get() - 1);
                 self.shared.doorbell(self.index).live_fibers.store(self.live.get() as u64, Ordering::Relaxed);
@@ -266,7 +281,7 @@ impl Worker {
                 // polling (yield loops). Give the core away now and then, so
                 // that an oversubscribed machine runs the threads they wait for.
                 idle.rounds += 1;
-                if idle.rounds % 64 == 0 {
+                if idle.rounds % self.courtesy == 0 {
                     thread::yield_now();
                 }
                 continue;
@@ -283,7 +298,7 @@ impl Worker {
     /// After the runtime stopped: unwind fibers that never finished, drop
     /// the properties still entrusted here, drop undelivered injected tasks.
     fn cleanup(&self) {
-        let fibers: Vec<Fiber> = std::mem::take(&mut *self.fibers.borrow_mut()).into_iter().flatten().collect();
+        let fibers: Vec<Box<Fiber>> = std::mem::take(&mut *self.fibers.borrow_mut()).into_iter().flatten().collect();
         if !fibers.is_empty() {
             tracing::warn!(worker = self.index, count = fibers.len(), "shutdown abandoned fibers that never finished");
         }
