@@ -13,38 +13,56 @@ pub(crate) struct WordQueue {
 }
 
 impl WordQueue {
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.head == self.buf.len()
     }
 
     /// Appends `n` uninitialised words and returns where they start. The
     /// pointer is valid until the next call that changes the queue.
+    #[inline]
     pub(crate) fn alloc(&mut self, n: usize) -> *mut Word {
-        if self.buf.capacity() - self.buf.len() < n && self.head > 0 {
-            // Slide the live words to the front instead of growing.
+        if self.buf.capacity() - self.buf.len() < n {
+            self.make_room(n);
+        }
+        let at = self.buf.len();
+        // SAFETY: `make_room` left capacity for `n` more words, and words
+        // are `MaybeUninit`, which needs no initialisation.
+        unsafe {
+            self.buf.set_len(at + n);
+            self.buf.as_mut_ptr().add(at)
+        }
+    }
+
+    /// Slides the live words to the front if that makes room for `n`
+    /// more, and grows the buffer otherwise.
+    #[cold]
+    fn make_room(&mut self, n: usize) {
+        if self.head > 0 {
             self.buf.copy_within(self.head.., 0);
             self.buf.truncate(self.buf.len() - self.head);
             self.head = 0;
         }
-        let at = self.buf.len();
-        self.buf.resize(at + n, MaybeUninit::uninit());
-        // SAFETY: `at + n <= len` after the resize.
-        unsafe { self.buf.as_mut_ptr().add(at) }
+        self.buf.reserve(n);
     }
 
     /// The first live word, if any. Valid until the queue changes.
+    #[inline]
     pub(crate) fn front(&self) -> Option<*const Word> {
         // SAFETY: `head < len` when the queue is not empty.
         (!self.is_empty()).then(|| unsafe { self.buf.as_ptr().add(self.head) })
     }
 
     /// Drops `n` words from the front (their contents were moved out).
+    #[inline]
     pub(crate) fn pop(&mut self, n: usize) {
         debug_assert!(self.head + n <= self.buf.len());
         self.head += n;
         if self.head == self.buf.len() {
             self.head = 0;
-            self.buf.clear();
+            // SAFETY: setting the length to zero only forgets words, which
+            // are `MaybeUninit` and own nothing.
+            unsafe { self.buf.set_len(0) };
         }
     }
 }

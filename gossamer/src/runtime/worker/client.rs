@@ -75,7 +75,7 @@ impl Lane {
             // the bulk area has room for the payload (checked above) and is
             // ours per the caller.
             unsafe {
-                ptr::copy_nonoverlapping(rec, dst, words);
+                copy_words(rec, dst, words);
                 if let Some(len) = big_len {
                     let bytes = self.big.pop_front().expect("gossamer: bulk payload missing");
                     debug_assert_eq!(bytes.len(), len);
@@ -87,6 +87,36 @@ impl Lane {
             self.pending.pop(words);
         }
         (w.count(), bulk_used)
+    }
+}
+
+/// Copies a record of `n` words. Records are mostly a few words long: a
+/// fixed-size copy for those is a handful of moves, where a call to
+/// `memcpy` would cost more than the copy.
+///
+/// # Safety
+/// `src` must be valid for reads and `dst` for writes of `n` words, and they
+/// must not overlap.
+#[inline(always)]
+unsafe fn copy_words(src: *const Word, dst: *mut Word, n: usize) {
+    macro_rules! fixed {
+        ($k:literal) => {
+            // SAFETY: per the caller, `n == $k` words are readable at `src`
+            // and writable at `dst`, without overlap.
+            unsafe { ptr::write_unaligned(dst.cast::<[Word; $k]>(), ptr::read_unaligned(src.cast::<[Word; $k]>())) }
+        };
+    }
+    match n {
+        1 => fixed!(1),
+        2 => fixed!(2),
+        3 => fixed!(3),
+        4 => fixed!(4),
+        5 => fixed!(5),
+        6 => fixed!(6),
+        7 => fixed!(7),
+        8 => fixed!(8),
+        // SAFETY: as above.
+        _ => unsafe { ptr::copy_nonoverlapping(src, dst, n) },
     }
 }
 
