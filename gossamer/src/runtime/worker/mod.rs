@@ -34,10 +34,6 @@ the closure runs in a fiber that may block";
 
 const NO_FIBER: u32 = u32::MAX;
 
-/// Most fiber resumes between two polls of the slots, when fibers keep
-/// yielding (see `run_ready`).
-const RESUMES_PER_PASS: usize = 8;
-
 pub(crate) struct Worker {
     pub(crate) index: usize,
     pub(crate) shared: Arc<Shared>,
@@ -207,11 +203,10 @@ impl Worker {
 
     fn run_ready(&self) -> bool {
         let n = self.ready.borrow().len();
-        // Fibers that yield again go to the back of the queue and may run
-        // again in this pass, up to `RESUMES_PER_PASS` resumes: the loop's
-        // polling of slots is then shared by several switches, while a
-        // request from another thread waits at most that many switches.
-        for _ in 0..n.max(RESUMES_PER_PASS.min(n * RESUMES_PER_PASS)) {
+        // Only the fibers ready now: one that yields again waits for the
+        // next pass, after the slots were polled, since what it waits for
+        // (a completion, a message) usually arrives through them.
+        for _ in 0..n {
             let Some(id) = self.ready.borrow_mut().pop_front() else { break };
             let mut f =
                 self.fibers.borrow_mut()[id as usize].take().expect("gossamer: woke a fiber that is not suspended");
