@@ -3,6 +3,7 @@
 //! that feed them. This is where all of the crate's lock-free, single-writer
 //! shared-memory code lives.
 
+pub(crate) mod byte_queue;
 pub(crate) mod large;
 pub(crate) mod matrix;
 pub(crate) mod record;

@@ -124,22 +124,27 @@ fn plain_bytes<V: Any>(v: &V) -> Option<&[u8]> {
 }
 
 /// Rebuilds a value sent by [`plain_bytes`], or `None` when `V` is not one
-/// of those types.
+/// of those types. The value is built as its own type and handed over
+/// through an `Option` seen as `dyn Any`: no box, so the only allocation is
+/// the value's own buffer.
 fn from_plain_bytes<V: Any>(bytes: &[u8]) -> Option<Result<V, String>> {
+    fn hand_over<T: Any, V: Any>(t: T) -> Option<Result<V, String>> {
+        let mut slot = Some(t);
+        (&mut slot as &mut dyn Any).downcast_mut::<Option<V>>().and_then(Option::take).map(Ok)
+    }
     let t = TypeId::of::<V>();
-    let boxed: Box<dyn Any> = if t == TypeId::of::<Vec<u8>>() {
-        Box::new(bytes.to_vec())
+    if t == TypeId::of::<Vec<u8>>() {
+        hand_over(bytes.to_vec())
     } else if t == TypeId::of::<String>() {
         match String::from_utf8(bytes.to_vec()) {
-            Ok(s) => Box::new(s),
-            Err(e) => return Some(Err(format!("gossamer: malformed string from another process: {e}"))),
+            Ok(s) => hand_over(s),
+            Err(e) => Some(Err(format!("gossamer: malformed string from another process: {e}"))),
         }
     } else if t == TypeId::of::<Box<[u8]>>() {
-        Box::new(Box::<[u8]>::from(bytes))
+        hand_over(Box::<[u8]>::from(bytes))
     } else {
-        return None;
-    };
-    Some(Ok(*boxed.downcast::<V>().expect("the type was checked")))
+        None
+    }
 }
 
 /// Serializes `v` into the thread's scratch buffer, framed for another

@@ -2,8 +2,6 @@
 //! encoded requests waiting for a free slot, and of `then` callbacks waiting
 //! for their responses. After warm-up it does not allocate.
 
-use std::mem::MaybeUninit;
-
 use super::slot::Word;
 
 #[derive(Default)]
@@ -34,11 +32,12 @@ impl WordQueue {
         }
     }
 
-    /// Slides the live words to the front if that makes room for `n`
-    /// more, and grows the buffer otherwise.
+    /// Makes room for `n` more words: slides the live words to the front
+    /// when the consumed prefix is at least as long as they are (each word
+    /// slides at most once on average), and grows the buffer otherwise.
     #[cold]
     fn make_room(&mut self, n: usize) {
-        if self.head > 0 {
+        if self.head > 0 && self.head >= self.buf.len() - self.head {
             self.buf.copy_within(self.head.., 0);
             self.buf.truncate(self.buf.len() - self.head);
             self.head = 0;
@@ -70,6 +69,7 @@ impl WordQueue {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::mem::MaybeUninit;
 
     #[test]
     fn fifo_order_survives_compaction_and_growth() {

@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
 
+use crate::channel::byte_queue::ByteQueue;
 use crate::channel::record::{
     encode_request, record_words, request_words, take_response, take_value, value_words, Shim, MAX_INLINE_TAIL,
     TAIL_IN_BULK,
@@ -17,6 +18,9 @@ use super::trustee::thread_shim;
 use super::Worker;
 use crate::channel::large;
 use crate::fabric::shm::region::Square;
+
+/// Payloads for the bulk area shorter than this wait packed in one buffer.
+const SMALL_PAYLOAD: usize = 2048;
 
 /// What to do with one response when it arrives.
 #[derive(Clone, Copy)]
@@ -36,7 +40,13 @@ pub(crate) struct Lane {
     pub(super) flag: u32,
     /// To another process: the client's copy of the code cache.
     pub(super) code_cache: [i64; CODE_CACHE],
-    /// To another process: payloads waiting for the bulk area, in order.
+    /// To another process: payloads waiting for the bulk area, in order,
+    /// those under `SMALL_PAYLOAD` bytes packed in one reused buffer (no
+    /// allocation per request), the larger ones in buffers of their own
+    /// (measured: packing 4 KiB payloads too made the sender's copies
+    /// three times slower, every payload landing in memory long out of
+    /// cache, where a freed buffer is reused while still in cache).
+    pub(super) small: ByteQueue,
     pub(super) big: VecDeque<Vec<u8>>,
     /// To another host: the put of the staged batch, until its source may
     /// be reused.
@@ -77,9 +87,14 @@ impl Lane {
             unsafe {
                 copy_words(rec, dst, words);
                 if let Some(len) = big_len {
-                    let bytes = self.big.pop_front().expect("gossamer: bulk payload missing");
-                    debug_assert_eq!(bytes.len(), len);
-                    ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
+                    if len < SMALL_PAYLOAD {
+                        ptr::copy_nonoverlapping(self.small.front(len).as_ptr(), bulk.add(bulk_used), len);
+                        self.small.pop(len);
+                    } else {
+                        let bytes = self.big.pop_front().expect("gossamer: bulk payload missing");
+                        debug_assert_eq!(bytes.len(), len);
+                        ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
+                    }
                     *dst.add(words - 1) = remote::word(bulk_used as u64);
                     bulk_used = (bulk_used + len).next_multiple_of(8);
                 }
@@ -246,7 +261,10 @@ impl Worker {
             }
         }
         if in_bulk {
-            lane.big.push_back(tail.map(<[u8]>::to_vec).unwrap_or_default());
+            match tail {
+                Some(b) if b.len() < SMALL_PAYLOAD => lane.small.push(b),
+                b => lane.big.push_back(b.map(<[u8]>::to_vec).unwrap_or_default()),
+            }
         }
         lane.completions.push_back(c);
     }

@@ -60,12 +60,6 @@ pub(crate) struct Worker {
     quiet: Cell<bool>,
     /// Local-shortcut `apply` calls since the running fiber last suspended.
     local_streak: Cell<u32>,
-    /// Rounds of fibers polling (running, nothing moving) between two
-    /// yields of the core to the OS: often when the program has more
-    /// threads than the machine has cores (the thread they wait for may
-    /// need this core), rarely otherwise (a system call per yield would
-    /// otherwise cost every fiber switch several nanoseconds).
-    courtesy: u32,
 }
 
 /// Restores the delegated-context flag when dropped.
@@ -106,7 +100,6 @@ impl Worker {
             rr: Cell::new(index),
             quiet: Cell::new(false),
             local_streak: Cell::new(0),
-            courtesy: if shared.n > thread::available_parallelism().map_or(1, |c| c.get()) { 64 } else { 4096 },
             shared,
         }
     }
@@ -276,7 +269,9 @@ impl Worker {
                 // polling (yield loops). Give the core away now and then, so
                 // that an oversubscribed machine runs the threads they wait for.
                 idle.rounds += 1;
-                if idle.rounds % self.courtesy == 0 {
+                // (Even when the program has no more threads than the
+                // machine has cores: other programs may share them.)
+                if idle.rounds % 64 == 0 {
                     thread::yield_now();
                 }
                 continue;
