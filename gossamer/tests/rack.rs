@@ -396,6 +396,71 @@ fn killed() {
     unreachable!("the program should have stopped");
 }
 
+/// `launch` on trustees in other processes, as within one: the closure
+/// holds the latch while it blocks (fibers of every process launching
+/// increments that yield between read and write lose none), may use other
+/// trusts, and its result, its `then` and its panic come back.
+fn launch() {
+    use gossamer::Latch;
+    let latch: Trust<Latch<u64>> =
+        gossamer::spawn_with(4, |()| gossamer::local_trustee().entrust(Latch::new(0u64)), ()).join().unwrap();
+    let other = gossamer::entrust_on(2, 0u64);
+    // Threads 0, 1 (this process), 2, 3 (another) and 5 (the latch's own
+    // process, another thread).
+    let fibers: Vec<_> = [0usize, 1, 2, 3, 5]
+        .iter()
+        .map(|&t| {
+            gossamer::spawn_with(
+                t,
+                |(latch, other): (Trust<Latch<u64>>, Trust<u64>)| {
+                    for _ in 0..20 {
+                        latch.launch_with(
+                            |v, other: Trust<u64>| {
+                                let before = *v;
+                                other.apply(|o| *o += 1);
+                                gossamer::yield_now();
+                                *v = before + 1;
+                            },
+                            other.clone(),
+                        );
+                    }
+                },
+                (latch.clone(), other.clone()),
+            )
+        })
+        .collect();
+    for f in fibers {
+        f.join().unwrap();
+    }
+    assert_eq!(latch.launch(|v| *v), 100, "an update was lost: the latch was not held");
+    assert_eq!(other.apply(|o| *o), 100);
+
+    let got = std::rc::Rc::new(std::cell::Cell::new(None));
+    let g = got.clone();
+    latch.launch_then(
+        |v| {
+            *v += 1;
+            *v
+        },
+        move |n| g.set(Some(n)),
+    );
+    let t0 = Instant::now();
+    while got.get().is_none() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "launch_then never called back");
+        gossamer::yield_now();
+    }
+    assert_eq!(got.get(), Some(101));
+
+    let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        latch.launch(|_| -> u64 { panic!("the launched closure gives up") })
+    }))
+    .expect_err("the panic did not come back");
+    let m = p.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(m.contains("gives up"), "{m}");
+    assert_eq!(latch.launch_with(|v, k: u64| *v + k, 1), 102, "the latch was not released after the panic");
+    println!("SCENARIO launch ok");
+}
+
 fn leader_panics() {
     let _t = gossamer::entrust_on(3, 0u64);
     panic!("rank 0 gives up");
@@ -419,6 +484,7 @@ fn scenario_entry() {
         "huge" => huge,
         "mixed" => mixed,
         "nostall" => nostall,
+        "launch" => launch,
         "killed" => killed,
         "leader_panics" => leader_panics,
         "small" => small,
@@ -451,6 +517,11 @@ fn expect_ok(name: &str) -> String {
 #[test]
 fn three_processes_times_two_threads_count_exactly_and_load_at_different_addresses() {
     expect_ok("counters");
+}
+
+#[test]
+fn launch_holds_the_latch_across_processes() {
+    expect_ok("launch");
 }
 
 #[test]

@@ -5,6 +5,11 @@
 //! A latch uses no atomic instruction: it is `!Sync`, so only the fibers
 //! of the thread that owns it can reach it. A fiber that finds it held
 //! suspends and is handed the latch, in FIFO order, when it is released.
+//!
+//! A launch on a trustee in another process starts a fiber there (as
+//! `spawn_with` does) that launches the closure on the trust, now local to
+//! it; the closure crosses as its type alone, so it must capture nothing,
+//! the rule of every closure that crosses processes.
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
@@ -121,6 +126,55 @@ impl<T> Drop for LatchGuard<'_, T> {
     }
 }
 
+/// A zero-sized closure type's one value.
+///
+/// # Safety
+/// `F` must be zero-sized and a closure (or function item) type: such a
+/// type has exactly one value, which reading from any aligned, non-null
+/// address yields without reading a byte.
+unsafe fn conjure<F>() -> F {
+    assert_eq!(std::mem::size_of::<F>(), 0, "gossamer: a launched closure crossed with captures");
+    // SAFETY: per the contract; a dangling pointer is aligned and non-null.
+    unsafe { std::ptr::read(std::ptr::NonNull::<F>::dangling().as_ptr()) }
+}
+
+/// On the trustee's thread in another process: `launch` of the closure
+/// whose type alone crossed, on the trust that came with the request.
+fn far_launch<T, F, U>((trust, ()): (Trust<Latch<T>>, ())) -> U
+where
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U,
+    F: Delegable,
+    U: Transferable,
+{
+    // SAFETY: `launch_far` checked that `F` is zero-sized before sending and
+    // forgot the caller's value; `F` is the closure type of `launch`.
+    let f: F = unsafe { conjure() };
+    trust.launch(f)
+}
+
+/// As [`far_launch`], for `launch_with`.
+fn far_launch_with<T, F, V, U>((trust, v): (Trust<Latch<T>>, V)) -> U
+where
+    T: Send + 'static,
+    F: FnOnce(&mut T, V) -> U,
+    F: Delegable,
+    V: Transferable,
+    U: Transferable,
+{
+    // SAFETY: as in `far_launch`.
+    let f: F = unsafe { conjure() };
+    trust.launch_with(f, v)
+}
+
+/// The result of a launch in another process, or its panic resumed here.
+fn far_result<U>(r: Result<U, crate::JoinError>) -> U {
+    match r {
+        Ok(u) => u,
+        Err(p) => std::panic::resume_unwind(p.into_panic()),
+    }
+}
+
 /// Where a launched closure's result goes: a fiber or a callback on the
 /// issuing worker.
 #[derive(Clone, Copy)]
@@ -164,7 +218,9 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// Starts a fiber on the trustee's thread that takes the latch and runs
     /// `f` (§2.4.3). Unlike [`apply`](Trust::apply), `f` may block: call
     /// `apply` on other trusts, take other latches, join fibers. The caller
-    /// waits for the result as with `apply`.
+    /// waits for the result as with `apply`. The trustee may be in another
+    /// process; there, as for `apply`, `f` must capture nothing (pass data
+    /// through [`launch_with`](Trust::launch_with)).
     pub fn launch<F, U>(&self, f: F) -> U
     where
         F: FnOnce(&mut T) -> U,
@@ -174,6 +230,9 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
+        if !w.shared.is_local(self.trustee as usize) {
+            return far_result(self.launch_far(f, (), far_launch::<T, F, U>).join());
+        }
         let wait = Waiter::<U>::new(w.current_fiber());
         let reply = ReplyTo { worker: w.index, target: wait.as_data() };
         self.start(w, f, reply, finish_wait::<U>);
@@ -192,6 +251,9 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
+        if !w.shared.is_local(self.trustee as usize) {
+            return far_result(self.launch_far(f, v, far_launch_with::<T, F, V, U>).join());
+        }
         let wait = Waiter::<U>::new(w.current_fiber());
         let reply = ReplyTo { worker: w.index, target: wait.as_data() };
         self.start(w, move |t| f(t, v), reply, finish_wait::<U>);
@@ -209,8 +271,42 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     {
         let w = context::current().expect("gossamer: launch_then must be called from the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+        if !w.shared.is_local(self.trustee as usize) {
+            // The request leaves now; a fiber of this thread waits for the
+            // result and runs `then` with it, as the reply would here.
+            let handle = self.launch_far(f, (), far_launch::<T, F, U>);
+            w.spawn_boxed(Box::new(move || match handle.join() {
+                Ok(u) => then(u),
+                Err(p) => {
+                    if let Some(w) = context::current() {
+                        w.report_panic("launched closure", p.into_panic());
+                    }
+                }
+            }));
+            return;
+        }
         let target: *const () = Box::into_raw(Box::new(then)).cast_const().cast();
         self.start(w, f, ReplyTo { worker: w.index, target }, finish_then::<U, G>);
+    }
+
+    /// A launch on a trustee in another process: a fiber started there (by
+    /// [`spawn_with`](crate::spawn_with)) runs `far`, which launches the
+    /// closure on the trust, local to it, and the result comes back as that
+    /// fiber's. The closure must capture nothing (the capture rule at the
+    /// process boundary, checked here before anything is sent): it crosses
+    /// as its type alone, and `far` makes it again on the other side.
+    fn launch_far<F, A, U, R>(&self, f: F, arg: A, far: R) -> crate::JoinHandle<U>
+    where
+        F: Send + 'static,
+        A: Transferable,
+        U: Transferable,
+        R: FnOnce((Trust<Latch<T>>, A)) -> U,
+        R: Delegable,
+    {
+        crate::channel::remote::check_crossing::<F>(self.trustee as usize);
+        // Zero-sized (just checked): forgetting it loses nothing.
+        std::mem::forget(f);
+        crate::rack::spawn_with(self.trustee as usize, far, (self.clone(), arg))
     }
 
     fn start<F, U>(&self, w: &Worker, f: F, reply: ReplyTo, finish: unsafe fn(&Worker, *const (), thread::Result<U>))
@@ -218,11 +314,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Send + 'static,
     {
-        assert!(
-            w.shared.is_local(self.trustee as usize),
-            "gossamer: launch on a trustee in another process is not supported; spawn_with a fiber on the trustee's \
-             thread and use the latch there"
-        );
+        debug_assert!(w.shared.is_local(self.trustee as usize), "far launches go through launch_far");
         let cell = SendPtr(self.cell);
         let job = move || {
             let cell = cell;
