@@ -44,12 +44,14 @@ mod error;
 #[allow(dead_code)] // the UCX fabric is being wired in
 mod fabric;
 mod fiber;
+pub mod objects;
 pub mod rack;
 mod runtime;
 mod sync;
 mod trust;
 
 pub use error::{Error, JoinError, Panicked};
+pub use objects::{spawn_to, spawn_to_with, Barrier};
 pub use rack::{entrust_on, main, spawn_with, topology, Topology};
 pub use runtime::{Builder, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker};
 pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef};
