@@ -72,10 +72,13 @@ for p in $procs_list; do
         out=$(timeout "$limit" mpirun "${mpi_flags[@]}" -np "$p" "$cache/objects" "$rounds" "$messages" "$inner_reps")
         mb+=" $(field barrier_us_median <<<"$out")"
         mc+=" $(field bcast_msgs_per_s_median <<<"$out")"
-        out=$(GOSSAMER_PROCESSES=$p timeout "$limit" "$gsm" "$rounds" "$messages" "$inner_reps")
+        # A long silence limit: on an oversubscribed machine a rank may go
+        # unscheduled for more than the default 1.5 s.
+        out=$(GOSSAMER_SILENCE_MS=${GOSSAMER_SILENCE_MS:-20000} GOSSAMER_PROCESSES=$p timeout "$limit" "$gsm" "$rounds" "$messages" "$inner_reps")
         gb+=" $(field barrier_us_median <<<"$out")"
         gc+=" $(field bcast_msgs_per_s_median <<<"$out")"
     done
+    echo "# P=$p runs: mpi barrier$mb; gossamer barrier$gb; mpi bcast$mc; gossamer bcast$gc" >&2
     mb=$(med <<<"$mb") gb=$(med <<<"$gb") mc=$(med <<<"$mc") gc=$(med <<<"$gc")
     awk -v p="$p" -v mb="$mb" -v gb="$gb" -v mc="$mc" -v gc="$gc" \
         'BEGIN { printf "%d,%.3f,%.3f,%.2f,%.0f,%.0f,%.2f\n", p, mb, gb, gb / mb, mc, gc, gc / mc }'

@@ -31,6 +31,10 @@
 //! * [`Trust::launch`] on a `Trust<Latch<T>>`: run a closure that may itself
 //!   block, in a fiber on the trustee.
 //!
+//! Built from trusts, [`objects`] adds what whole programs need across
+//! threads and processes: data-affine [`spawn_to`], a [`Barrier`], bounded
+//! channels and a broadcast ring.
+//!
 //! Delegated closures run to completion and may not block: a blocking call
 //! in one panics with a message naming `launch`. They may not capture
 //! references or raw pointers, and a closure whose trustee is in another

@@ -178,6 +178,42 @@ fn ring_exact(messages: u64, capacity: usize, max_len: usize) {
     }
 }
 
+/// A ring whose messages are larger than a slot and than the default bulk
+/// area's share: a few of about 1 MiB to every other thread.
+fn ring_large() {
+    let me = gossamer::current_thread().unwrap();
+    let readers: Vec<usize> = (0..gossamer::threads()).filter(|&t| t != me).collect();
+    let (mut writer, ends) = ring::<Vec<u8>>(&readers, 2);
+    let fibers: Vec<_> = ends
+        .into_iter()
+        .map(|end| {
+            gossamer::spawn_with(
+                end.inbox_thread(),
+                |mut r: RingReader<Vec<u8>>| {
+                    let mut i = 0u64;
+                    while let Some(m) = r.read() {
+                        assert_eq!(m, big(i), "large message {i}");
+                        i += 1;
+                    }
+                    i
+                },
+                end,
+            )
+        })
+        .collect();
+    for i in 0..5 {
+        writer.write(big(i));
+    }
+    drop(writer);
+    for f in fibers {
+        assert_eq!(f.join().unwrap(), 5);
+    }
+}
+
+fn big(i: u64) -> Vec<u8> {
+    (0..(1 << 20) + i as usize * 4099).map(|k| (k as u64 * 31 + i) as u8).collect()
+}
+
 fn message(i: u64, max_len: usize) -> Vec<u8> {
     let len = (i as usize * 7919) % (max_len + 1);
     (0..len).map(|k| (i as usize + k) as u8).collect()
@@ -415,6 +451,7 @@ fn across() {
     // MPSC with the queue here: remote producers, local consumer.
     mpsc_exact(0, 200, 2);
     ring_exact(300, 4, 2000);
+    ring_large();
     println!("SCENARIO across ok");
 }
 
