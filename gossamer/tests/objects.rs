@@ -444,6 +444,15 @@ fn across() {
     let topo = gossamer::topology();
     assert_eq!((topo.processes.len(), topo.threads()), (3, 6));
     spawn_to_everywhere();
+    // A closure that captures data may not cross: refused in the caller.
+    let far = gossamer::entrust_on(5, 1u64);
+    let k = std::env::args().count() as u64;
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        gossamer::spawn_to(&far, move |c| c.apply(|v| *v) + k).join().unwrap()
+    }));
+    assert!(refused.is_err(), "a capturing closure crossed processes");
+    let ok = gossamer::spawn_to_with(&far, |(c, k): (Trust<u64>, u64)| c.apply(|v| *v) + k, k);
+    assert_eq!(ok.join().unwrap(), 1 + k);
     barrier_phases(10);
     // Queues on rank 2; producers and consumers everywhere.
     mpsc_exact(5, 200, 4);
@@ -481,6 +490,25 @@ fn channel_fate() {
     unreachable!("the program should have stopped");
 }
 
+/// Rank 1 dies while the writer waits for its reader's credit.
+fn ring_fate() {
+    let (mut w, mut ends) = ring::<Vec<u8>>(&[1, 3], 2);
+    let slow = ends.pop().unwrap();
+    let _ = gossamer::spawn_with::<_, _, ()>(
+        3,
+        |mut r: RingReader<Vec<u8>>| {
+            r.read();
+            std::process::exit(13);
+        },
+        slow,
+    );
+    let _keep = ends;
+    for i in 0..1000u32 {
+        w.write(i.to_le_bytes().to_vec());
+    }
+    unreachable!("the program should have stopped");
+}
+
 #[test]
 fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
@@ -488,6 +516,7 @@ fn scenario_entry() {
         "across" => across,
         "barrier_fate" => barrier_fate,
         "channel_fate" => channel_fate,
+        "ring_fate" => ring_fate,
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, 6);
@@ -526,4 +555,12 @@ fn a_sender_process_dying_ends_a_waiting_receiver_with_its_rank() {
     let t = text(&out);
     assert!(!out.status.success(), "{t}");
     assert!(t.contains("rank 1 failed") && t.contains("status 11"), "{t}");
+}
+
+#[test]
+fn a_reader_process_dying_ends_a_waiting_writer_with_its_rank() {
+    let (out, _) = run_program(scenario("ring_fate"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 1 failed") && t.contains("status 13"), "{t}");
 }
