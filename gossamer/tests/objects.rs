@@ -269,12 +269,6 @@ fn barrier_over_many_threads_is_exact_and_transitive() {
 }
 
 #[test]
-fn barrier_over_more_threads_than_all_to_all_uses_a_coordinator() {
-    // Beyond 16 participants arrivals go through one coordinator.
-    within(120, || rt(20).block_on(|| barrier_phases(5)));
-}
-
-#[test]
 fn barrier_over_a_subset_of_threads() {
     within(60, || {
         rt(4).block_on(|| {

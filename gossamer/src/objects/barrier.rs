@@ -2,17 +2,13 @@
 //! (all of them by default), built from trusts, with the transitive
 //! semantics LOCO argues for.
 //!
-//! Every participant thread has a *gate* property of its own, on which its
-//! fiber waits with the local shortcut (suspending only the fiber). Two
-//! ways to open the gates, chosen by the number of participants:
-//!
-//! * up to 16 participants (`ALL_TO_ALL`), a fiber arrives by sending one
-//!   asynchronous request to every gate; a gate opens itself when it has
-//!   counted every participant's arrival. One one-way message on the
-//!   critical path, n² messages per phase.
-//! * beyond, a *coordinator* property (on the first participant) counts
-//!   arrivals, and the last arrival's closure opens every gate: two one-way
-//!   messages on the critical path, 2n per phase.
+//! One *coordinator* property (on the first participant) counts arrivals;
+//! every participant thread has a *gate* property of its own. A fiber
+//! arrives with one asynchronous request to the coordinator and waits on
+//! its gate with the local shortcut; the last arrival's closure, on the
+//! coordinator, opens every gate with one asynchronous request each. So a
+//! phase costs two one-way messages on the critical path, and waiting
+//! suspends only the fiber.
 //!
 //! *Transitive semantics*: before arriving, a fiber makes sure that every
 //! request its thread issued earlier towards any participant thread (an
@@ -28,9 +24,6 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::runtime::context;
 use crate::{entrust_on, Trust};
-
-/// Participants up to which every arrival goes to every gate.
-pub(crate) const ALL_TO_ALL: usize = 16;
 
 /// The arrival counter, on the first participant.
 #[derive(Serialize, Deserialize)]
@@ -57,11 +50,6 @@ impl Coordinator {
 /// One participant thread's side of the barrier.
 #[derive(Default, Serialize, Deserialize)]
 struct Gate {
-    /// All-to-all: the participants, and the arrivals counted for the
-    /// phases of each parity (no participant runs more than one phase
-    /// ahead of a gate that has not opened).
-    parties: usize,
-    arrivals: [usize; 2],
     /// The last phase the coordinator completed.
     opened: u64,
     /// The phases this thread has passed.
@@ -72,16 +60,6 @@ struct Gate {
 }
 
 impl Gate {
-    /// All-to-all: counts an arrival for `phase`; opens on the last.
-    fn arrive(&mut self, phase: u64) {
-        let k = (phase % 2) as usize;
-        self.arrivals[k] += 1;
-        if self.arrivals[k] == self.parties {
-            self.arrivals[k] = 0;
-            self.open(phase);
-        }
-    }
-
     fn open(&mut self, generation: u64) {
         self.opened = self.opened.max(generation);
         if let Some(f) = self.fiber.take() {
@@ -96,8 +74,7 @@ impl Gate {
 struct Inner {
     threads: Vec<usize>,
     gates: Vec<Trust<Gate>>,
-    /// None: all-to-all.
-    coordinator: Option<Trust<Coordinator>>,
+    coordinator: Trust<Coordinator>,
 }
 
 /// A reusable barrier over a set of threads of the program.
@@ -158,11 +135,11 @@ impl Barrier {
         threads.sort_unstable();
         threads.dedup();
         assert!(!threads.is_empty(), "gossamer: a barrier needs at least one thread");
-        let parties = threads.len();
-        let gates: Vec<Trust<Gate>> =
-            threads.iter().map(|&t| entrust_on(t, Gate { parties, ..Gate::default() })).collect();
-        let coordinator = (parties > ALL_TO_ALL)
-            .then(|| entrust_on(threads[0], Coordinator { parties, arrived: 0, generation: 0, gates: gates.clone() }));
+        let gates: Vec<Trust<Gate>> = threads.iter().map(|&t| entrust_on(t, Gate::default())).collect();
+        let coordinator = entrust_on(
+            threads[0],
+            Coordinator { parties: threads.len(), arrived: 0, generation: 0, gates: gates.clone() },
+        );
         tracing::debug!(parties = threads.len(), "barrier made");
         Barrier { inner: Arc::new(Inner { threads, gates, coordinator }) }
     }
@@ -193,16 +170,8 @@ impl Barrier {
                 inner.gates[i].apply(|_| ());
             }
         }
+        inner.coordinator.apply_then(|c| c.arrive(), |()| {});
         let gate = &inner.gates[me];
-        match &inner.coordinator {
-            Some(c) => c.apply_then(|c| c.arrive(), |()| {}),
-            None => {
-                let phase = gate.apply(|g| g.passed) + 1;
-                for g in &inner.gates {
-                    g.apply_with_then(|g, phase| g.arrive(phase), phase, |()| {});
-                }
-            }
-        }
         let fiber = w.current_fiber();
         loop {
             let passed = gate.apply(move |g| {
