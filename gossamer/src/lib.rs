@@ -31,6 +31,10 @@
 //! * [`Trust::launch`] on a `Trust<Latch<T>>`: run a closure that may itself
 //!   block, in a fiber on the trustee.
 //!
+//! Built from trusts, [`objects`] adds what whole programs need across
+//! threads and processes: data-affine [`spawn_to`], a [`Barrier`], bounded
+//! channels and a broadcast ring.
+//!
 //! Delegated closures run to completion and may not block: a blocking call
 //! in one panics with a message naming `launch`. They may not capture
 //! references or raw pointers, and a closure whose trustee is in another
@@ -44,12 +48,14 @@ mod error;
 #[allow(dead_code)] // the UCX fabric is being wired in
 mod fabric;
 mod fiber;
+pub mod objects;
 pub mod rack;
 mod runtime;
 mod sync;
 mod trust;
 
 pub use error::{Error, JoinError, Panicked};
+pub use objects::{spawn_to, spawn_to_with, Barrier};
 pub use rack::{entrust_on, main, spawn_with, topology, Topology};
 pub use runtime::{Builder, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker};
 pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef};

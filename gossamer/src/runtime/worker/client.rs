@@ -446,3 +446,12 @@ impl Worker {
         did
     }
 }
+
+impl Worker {
+    /// Whether requests from this thread to trustee `t` are still queued or
+    /// waiting for their responses.
+    pub(crate) fn has_outstanding(&self, t: usize) -> bool {
+        let lane = self.lanes[t].borrow();
+        !lane.pending.is_empty() || !lane.completions.is_empty()
+    }
+}

@@ -1,0 +1,566 @@
+//! The building blocks of `gossamer::objects` — data-affine spawn, barrier,
+//! channels, broadcast ring — within one process (many threads), across
+//! three processes (this test binary re-runs itself with
+//! `GOSSAMER_SCENARIO` set; `gossamer::main` starts the other ranks), under
+//! random schedules (proptest), and when a participant process dies (the
+//! program ends with an error naming it, no hang).
+
+use std::process::Command;
+use std::time::Duration;
+
+use gossamer::objects::{
+    channel, channel_on, mpmc_channel, mpmc_channel_on, ring, Barrier, MultiReceiver, Receiver, RingReader, Sender,
+    TryRecvError,
+};
+use gossamer::Trust;
+use proptest::prelude::*;
+
+mod common;
+use common::programs::{run_program, text};
+use common::{rt, within};
+
+// ---- shared bodies (run in one process and across processes) ---------------
+
+/// Every thread, every phase: bumps a counter on every thread with
+/// `apply_then` (not waited for), then meets the others at the barrier;
+/// after it, every counter holds exactly what all threads sent so far (the
+/// barrier's transitive semantics).
+fn barrier_phases(phases: u64) {
+    let n = gossamer::threads();
+    let barrier = Barrier::new();
+    let counters: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+    let fibers: Vec<_> = (0..n)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |(b, cs, phases): (Barrier, Vec<Trust<u64>>, u64)| {
+                    let n = cs.len() as u64;
+                    for phase in 1..=phases {
+                        for c in &cs {
+                            c.apply_then(|v| *v += 1, |()| {});
+                        }
+                        assert_eq!(b.wait(), 2 * phase - 1);
+                        for c in &cs {
+                            let v = c.apply(|v| *v);
+                            assert_eq!(v, phase * n, "a bump issued before the barrier was not done after it");
+                        }
+                        assert_eq!(b.wait(), 2 * phase);
+                    }
+                },
+                (barrier.clone(), counters.clone(), phases),
+            )
+        })
+        .collect();
+    for f in fibers {
+        f.join().unwrap();
+    }
+    for c in &counters {
+        assert_eq!(c.apply(|v| *v), phases * n as u64);
+    }
+}
+
+/// Producers on every thread send tagged numbers through one MPSC channel
+/// whose queue is on `queue_thread`; one consumer there checks that each
+/// producer's items come in order and that all come exactly once.
+fn mpsc_exact(queue_thread: usize, per_producer: u64, capacity: usize) {
+    let n = gossamer::threads();
+    let (tx, rx) = channel_on::<(u64, u64)>(queue_thread, capacity);
+    let consumer = gossamer::spawn_with(
+        queue_thread,
+        |(rx, n, per): (Receiver<(u64, u64)>, u64, u64)| {
+            let mut next = vec![0u64; n as usize];
+            let mut count = 0;
+            while let Ok((who, i)) = rx.recv() {
+                assert_eq!(next[who as usize], i, "items of one producer arrive in order");
+                next[who as usize] += 1;
+                count += 1;
+            }
+            assert!(next.iter().all(|&k| k == per), "{next:?}");
+            count
+        },
+        (rx, n as u64, per_producer),
+    );
+    let producers: Vec<_> = (0..n)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |(tx, who, per): (Sender<(u64, u64)>, u64, u64)| {
+                    for i in 0..per {
+                        tx.send((who, i)).unwrap();
+                    }
+                },
+                (tx.clone(), t as u64, per_producer),
+            )
+        })
+        .collect();
+    drop(tx);
+    for p in producers {
+        p.join().unwrap();
+    }
+    assert_eq!(consumer.join().unwrap(), n as u64 * per_producer);
+}
+
+/// Producers and consumers on every thread share one MPMC channel: every
+/// item is received exactly once.
+fn mpmc_exact(queue_thread: usize, per_producer: u64, capacity: usize) {
+    let n = gossamer::threads();
+    let (tx, rx) = mpmc_channel_on::<u64>(queue_thread, capacity);
+    let consumers: Vec<_> = (0..n)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |rx: MultiReceiver<u64>| {
+                    let mut got = Vec::new();
+                    while let Ok(v) = rx.recv() {
+                        got.push(v);
+                    }
+                    got
+                },
+                rx.clone(),
+            )
+        })
+        .collect();
+    drop(rx);
+    let producers: Vec<_> = (0..n)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |(tx, who, per): (Sender<u64>, u64, u64)| {
+                    for i in 0..per {
+                        tx.send(who * 1_000_000 + i).unwrap();
+                    }
+                },
+                (tx.clone(), t as u64, per_producer),
+            )
+        })
+        .collect();
+    drop(tx);
+    for p in producers {
+        p.join().unwrap();
+    }
+    let mut all: Vec<u64> = consumers.into_iter().flat_map(|c| c.join().unwrap()).collect();
+    all.sort_unstable();
+    let mut want: Vec<u64> = (0..n as u64).flat_map(|w| (0..per_producer).map(move |i| w * 1_000_000 + i)).collect();
+    want.sort_unstable();
+    assert_eq!(all, want, "every item received exactly once");
+}
+
+/// A ring from the calling thread to every other thread: each reader reads
+/// every message, in order, byte-exact, sizes from 0 to `max_len`.
+fn ring_exact(messages: u64, capacity: usize, max_len: usize) {
+    let me = gossamer::current_thread().unwrap();
+    let readers: Vec<usize> = (0..gossamer::threads()).filter(|&t| t != me).collect();
+    let (mut writer, ends) = ring::<Vec<u8>>(&readers, capacity);
+    let fibers: Vec<_> = ends
+        .into_iter()
+        .map(|end| {
+            let t = end.inbox_thread();
+            gossamer::spawn_with(
+                t,
+                |(mut r, max_len): (RingReader<Vec<u8>>, usize)| {
+                    let mut i = 0u64;
+                    while let Some(m) = r.read() {
+                        assert_eq!(m, message(i, max_len), "message {i} read once, in order, byte-exact");
+                        i += 1;
+                    }
+                    i
+                },
+                (end, max_len),
+            )
+        })
+        .collect();
+    for i in 0..messages {
+        writer.write(message(i, max_len));
+    }
+    drop(writer);
+    for f in fibers {
+        assert_eq!(f.join().unwrap(), messages);
+    }
+}
+
+/// A ring whose messages are larger than a slot and than the default bulk
+/// area's share: a few of about 1 MiB to every other thread.
+fn ring_large() {
+    let me = gossamer::current_thread().unwrap();
+    let readers: Vec<usize> = (0..gossamer::threads()).filter(|&t| t != me).collect();
+    let (mut writer, ends) = ring::<Vec<u8>>(&readers, 2);
+    let fibers: Vec<_> = ends
+        .into_iter()
+        .map(|end| {
+            gossamer::spawn_with(
+                end.inbox_thread(),
+                |mut r: RingReader<Vec<u8>>| {
+                    let mut i = 0u64;
+                    while let Some(m) = r.read() {
+                        assert_eq!(m, big(i), "large message {i}");
+                        i += 1;
+                    }
+                    i
+                },
+                end,
+            )
+        })
+        .collect();
+    for i in 0..5 {
+        writer.write(big(i));
+    }
+    drop(writer);
+    for f in fibers {
+        assert_eq!(f.join().unwrap(), 5);
+    }
+}
+
+fn big(i: u64) -> Vec<u8> {
+    (0..(1 << 20) + i as usize * 4099).map(|k| (k as u64 * 31 + i) as u8).collect()
+}
+
+fn message(i: u64, max_len: usize) -> Vec<u8> {
+    let len = (i as usize * 7919) % (max_len + 1);
+    (0..len).map(|k| (i as usize + k) as u8).collect()
+}
+
+/// `spawn_to` runs on the trustee of every thread's counter, and its
+/// applies take the local shortcut there.
+fn spawn_to_everywhere() {
+    let n = gossamer::threads();
+    let counters: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+    let fibers: Vec<_> = counters
+        .iter()
+        .map(|c| {
+            gossamer::spawn_to(c, |c| {
+                assert!(c.is_local());
+                for _ in 0..1000 {
+                    c.apply(|v| *v += 1);
+                }
+                (gossamer::current_thread().unwrap(), c.trustee().index())
+            })
+        })
+        .collect();
+    for f in fibers {
+        let (ran_on, trustee) = f.join().unwrap();
+        assert_eq!(ran_on, trustee);
+    }
+    let with = gossamer::spawn_to_with(
+        &counters[n - 1],
+        |(c, add): (Trust<u64>, Vec<u64>)| {
+            for a in add {
+                c.apply_with(|v, a| *v += a, a);
+            }
+            c.apply(|v| *v)
+        },
+        vec![1, 2, 3],
+    );
+    assert_eq!(with.join().unwrap(), 1006);
+    for c in &counters[..n - 1] {
+        assert_eq!(c.apply(|v| *v), 1000);
+    }
+}
+
+// ---- within one process ----------------------------------------------------
+
+#[test]
+fn spawn_to_runs_where_the_property_lives() {
+    within(60, || rt(4).block_on(spawn_to_everywhere));
+}
+
+#[test]
+fn barrier_over_many_threads_is_exact_and_transitive() {
+    within(120, || rt(6).block_on(|| barrier_phases(20)));
+}
+
+#[test]
+fn barrier_over_a_subset_of_threads() {
+    within(60, || {
+        rt(4).block_on(|| {
+            let b = Barrier::over([1, 3]);
+            assert_eq!(b.threads(), &[1, 3]);
+            let f = gossamer::spawn_with(1, |b: Barrier| (0..50).fold(0, |_, _| b.wait()), b.clone());
+            let g = gossamer::spawn_with(3, |b: Barrier| (0..50).fold(0, |_, _| b.wait()), b.clone());
+            assert_eq!((f.join().unwrap(), g.join().unwrap()), (50, 50));
+            // Thread 0 is not a participant.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.wait()));
+            assert!(r.is_err());
+        })
+    });
+}
+
+#[test]
+fn mpsc_channel_delivers_every_item_in_producer_order() {
+    within(120, || rt(4).block_on(|| mpsc_exact(0, 500, 3)));
+}
+
+#[test]
+fn mpmc_channel_delivers_every_item_exactly_once() {
+    within(120, || rt(4).block_on(|| mpmc_exact(2, 500, 5)));
+}
+
+#[test]
+fn channel_closes_when_one_side_is_gone() {
+    within(60, || {
+        rt(2).block_on(|| {
+            let (tx, rx) = channel::<u32>(2);
+            assert_eq!(tx.try_send(1), Ok(None));
+            assert_eq!(tx.try_send(2), Ok(None));
+            assert_eq!(tx.try_send(3), Ok(Some(3)), "full at its capacity");
+            assert_eq!(rx.try_recv(), Ok(1));
+            drop(tx);
+            assert_eq!(rx.recv(), Ok(2));
+            // The senders' side closes asynchronously: wait for it.
+            let start = std::time::Instant::now();
+            loop {
+                match rx.try_recv() {
+                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => gossamer::yield_now(),
+                    Ok(v) => panic!("unexpected {v}"),
+                }
+                assert!(start.elapsed() < Duration::from_secs(20));
+            }
+            assert!(rx.recv().is_err());
+
+            // A sender blocked on a full queue is released, with its value,
+            // when the receivers go.
+            let (tx, rx) = mpmc_channel::<u32>(1);
+            let rx2 = rx.clone();
+            assert_eq!(tx.try_send(1), Ok(None));
+            let r = gossamer::spawn_on(1, move || tx.send(2));
+            for _ in 0..100 {
+                gossamer::yield_now();
+            }
+            assert!(!r.is_finished(), "the sender waits while the queue is full");
+            drop(rx);
+            drop(rx2);
+            assert_eq!(r.join().unwrap().unwrap_err().0, 2);
+        })
+    });
+}
+
+#[test]
+fn recv_suspends_the_fiber_not_the_thread() {
+    within(60, || {
+        rt(1).block_on(|| {
+            // One thread: the consumer waits while a producer fiber on the
+            // same thread fills the queue.
+            let (tx, rx) = channel::<u64>(1);
+            let consumer = gossamer::spawn(move || (0..100).map(|_| rx.recv().unwrap()).sum::<u64>());
+            for i in 0..100 {
+                tx.send(i).unwrap();
+            }
+            assert_eq!(consumer.join().unwrap(), 4950);
+        })
+    });
+}
+
+#[test]
+fn ring_delivers_every_message_to_every_reader_in_order() {
+    within(120, || rt(4).block_on(|| ring_exact(400, 4, 300)));
+}
+
+#[test]
+fn ring_writer_waits_for_the_slowest_reader() {
+    within(60, || {
+        rt(2).block_on(|| {
+            let (mut w, mut ends) = ring::<u64>(&[1], 3);
+            let reader = ends.pop().unwrap();
+            // Nobody reads yet: the writer fills the inbox, then waits.
+            let writer = gossamer::spawn(move || {
+                for i in 0..10 {
+                    w.write(i);
+                }
+            });
+            for _ in 0..200 {
+                gossamer::yield_now();
+            }
+            assert!(!writer.is_finished(), "the writer stopped at the capacity");
+            let r = gossamer::spawn_with(
+                1,
+                |mut r: RingReader<u64>| std::iter::from_fn(|| r.read()).collect::<Vec<_>>(),
+                reader,
+            );
+            writer.join().unwrap();
+            assert_eq!(r.join().unwrap(), (0..10).collect::<Vec<_>>());
+        })
+    });
+}
+
+// ---- random schedules --------------------------------------------------------
+
+/// What each fiber of the random schedule gets: both channel ends, the
+/// barrier, its yields per item, items per phase, phases and its own id.
+type Worker = (Sender<(u64, u64)>, MultiReceiver<(u64, u64)>, Barrier, u8, u64, u64, u64);
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Channels and barrier under random capacities, producer counts and
+    /// yields between operations: results stay exact.
+    #[test]
+    fn random_schedules_keep_channels_and_barriers_exact(
+        capacity in 1usize..5,
+        yields in proptest::collection::vec(0u8..4, 4),
+        per in 1u64..60,
+        phases in 1u64..6,
+    ) {
+        within(120, move || rt(4).block_on(move || {
+            let (tx, rx) = mpmc_channel::<(u64, u64)>(capacity);
+            let b = Barrier::new();
+            let fibers: Vec<_> = (0..4usize)
+                .map(|t| gossamer::spawn_with(
+                    t,
+                    |(tx, rx, b, y, per, phases, who): Worker| {
+                        let mut got = Vec::new();
+                        for phase in 0..phases {
+                            for i in 0..per {
+                                tx.send((who, phase * per + i)).unwrap();
+                                for _ in 0..y { gossamer::yield_now(); }
+                                if let Ok(v) = rx.try_recv() { got.push(v); }
+                            }
+                            b.wait();
+                        }
+                        drop(tx);
+                        while let Ok(v) = rx.recv() { got.push(v); }
+                        got
+                    },
+                    (tx.clone(), rx.clone(), b.clone(), yields[t], per, phases, t as u64),
+                ))
+                .collect();
+            drop((tx, rx));
+            let mut all: Vec<(u64, u64)> = fibers.into_iter().flat_map(|f| f.join().unwrap()).collect();
+            all.sort_unstable();
+            let want: Vec<(u64, u64)> = (0..4).flat_map(|w| (0..phases * per).map(move |i| (w, i))).collect();
+            assert_eq!(all, want);
+        }));
+    }
+
+    /// The ring under random capacities and message sizes.
+    #[test]
+    fn random_ring_schedules_deliver_everything(capacity in 1usize..6, messages in 0u64..80, max_len in 0usize..200) {
+        within(120, move || rt(3).block_on(move || ring_exact(messages, capacity, max_len)));
+    }
+}
+
+// ---- across three processes ------------------------------------------------
+
+fn across() {
+    let topo = gossamer::topology();
+    assert_eq!((topo.processes.len(), topo.threads()), (3, 6));
+    spawn_to_everywhere();
+    // A closure that captures data may not cross: refused in the caller.
+    let far = gossamer::entrust_on(5, 1u64);
+    let k = std::env::args().count() as u64;
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        gossamer::spawn_to(&far, move |c| c.apply(|v| *v) + k).join().unwrap()
+    }));
+    assert!(refused.is_err(), "a capturing closure crossed processes");
+    let ok = gossamer::spawn_to_with(&far, |(c, k): (Trust<u64>, u64)| c.apply(|v| *v) + k, k);
+    assert_eq!(ok.join().unwrap(), 1 + k);
+    barrier_phases(10);
+    // Queues on rank 2; producers and consumers everywhere.
+    mpsc_exact(5, 200, 4);
+    mpmc_exact(4, 200, 3);
+    // MPSC with the queue here: remote producers, local consumer.
+    mpsc_exact(0, 200, 2);
+    ring_exact(300, 4, 2000);
+    ring_large();
+    println!("SCENARIO across ok");
+}
+
+/// Rank 2 dies while every other thread waits at a barrier with it.
+fn barrier_fate() {
+    let b = Barrier::new();
+    let waiters: Vec<_> = (0..5).map(|t| gossamer::spawn_with(t, |b: Barrier| b.wait(), b.clone())).collect();
+    let _ = gossamer::spawn_with::<_, _, ()>(5, |_b: Barrier| std::process::exit(9), b.clone());
+    for w in waiters {
+        let _ = w.join();
+    }
+    unreachable!("the program should have stopped");
+}
+
+/// Rank 1 dies holding the only sender while rank 0 waits in `recv`.
+fn channel_fate() {
+    let (tx, rx) = channel::<u64>(2);
+    let _ = gossamer::spawn_with::<_, _, ()>(
+        2,
+        |tx: Sender<u64>| {
+            tx.send(1).unwrap();
+            std::process::exit(11);
+        },
+        tx,
+    );
+    while rx.recv().is_ok() {}
+    unreachable!("the program should have stopped");
+}
+
+/// Rank 1 dies while the writer waits for its reader's credit.
+fn ring_fate() {
+    let (mut w, mut ends) = ring::<Vec<u8>>(&[1, 3], 2);
+    let slow = ends.pop().unwrap();
+    let _ = gossamer::spawn_with::<_, _, ()>(
+        3,
+        |mut r: RingReader<Vec<u8>>| {
+            r.read();
+            std::process::exit(13);
+        },
+        slow,
+    );
+    let _keep = ends;
+    for i in 0..1000u32 {
+        w.write(i.to_le_bytes().to_vec());
+    }
+    unreachable!("the program should have stopped");
+}
+
+#[test]
+fn scenario_entry() {
+    let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
+    let f: fn() = match s.as_str() {
+        "across" => across,
+        "barrier_fate" => barrier_fate,
+        "channel_fate" => channel_fate,
+        "ring_fate" => ring_fate,
+        other => panic!("unknown scenario {other}"),
+    };
+    gossamer::main(f, 6);
+}
+
+fn scenario(name: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+        .env("GOSSAMER_SCENARIO", name)
+        .env("GOSSAMER_PROCESSES", "3")
+        .env("GOSSAMER_SILENCE_MS", "20000")
+        .env_remove("GOSSAMER_RANK")
+        .env_remove("GOSSAMER_SIZE");
+    cmd
+}
+
+#[test]
+fn every_object_is_exact_across_three_processes() {
+    let (out, _) = run_program(scenario("across"), Duration::from_secs(300));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO across ok"), "{t}");
+}
+
+#[test]
+fn a_participant_dying_at_a_barrier_ends_the_program_with_its_rank() {
+    let (out, _) = run_program(scenario("barrier_fate"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 2 failed") && t.contains("status 9"), "{t}");
+}
+
+#[test]
+fn a_sender_process_dying_ends_a_waiting_receiver_with_its_rank() {
+    let (out, _) = run_program(scenario("channel_fate"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 1 failed") && t.contains("status 11"), "{t}");
+}
+
+#[test]
+fn a_reader_process_dying_ends_a_waiting_writer_with_its_rank() {
+    let (out, _) = run_program(scenario("ring_fate"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 1 failed") && t.contains("status 13"), "{t}");
+}
