@@ -1,5 +1,5 @@
 //! The building blocks of `gossamer::objects` — data-affine spawn, barrier,
-//! channels, broadcast ring — within one process (many threads), across
+//! channels, broadcast ring, shared read-only values — within one process (many threads), across
 //! three processes (this test binary re-runs itself with
 //! `GOSSAMER_SCENARIO` set; `gossamer::main` starts the other ranks), under
 //! random schedules (proptest), and when a participant process dies (the
@@ -8,9 +8,11 @@
 use std::process::Command;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use gossamer::objects::{
     channel, channel_on, mpmc_channel, mpmc_channel_on, ring, Barrier, MultiReceiver, Receiver, RingReader, Sender,
-    TryRecvError,
+    Shared, TryRecvError,
 };
 use gossamer::Trust;
 use proptest::prelude::*;
@@ -438,7 +440,101 @@ proptest! {
     }
 }
 
+// ---- shared read-only values -----------------------------------------------
+
+/// Drops of `Tracked` values in this process.
+static TRACKED_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+/// A value whose drops are counted.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Tracked {
+    data: Vec<u64>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        TRACKED_DROPS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn tracked(n: u64) -> Tracked {
+    Tracked { data: (0..n).collect() }
+}
+
+/// Waits (yielding) until this process has counted `n` drops.
+fn await_drops(n: usize) {
+    let t0 = std::time::Instant::now();
+    while TRACKED_DROPS.load(Ordering::SeqCst) < n {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the value was never dropped");
+        gossamer::yield_now();
+    }
+    assert_eq!(TRACKED_DROPS.load(Ordering::SeqCst), n, "dropped more than once");
+}
+
+#[test]
+fn shared_values_are_read_in_place_by_every_thread_and_dropped_once() {
+    within(60, || {
+        let before = TRACKED_DROPS.load(Ordering::SeqCst);
+        rt(4).block_on(move || {
+            let s = Shared::new(tracked(10_000));
+            let addr = s.get() as *const Tracked as usize;
+            let readers: Vec<_> = (0..4)
+                .map(|t| {
+                    let s = s.clone();
+                    gossamer::spawn_on(t, move || {
+                        (s.get() as *const Tracked as usize, s.get().data.iter().sum::<u64>())
+                    })
+                })
+                .collect();
+            for r in readers {
+                let (at, sum) = r.join().unwrap();
+                assert_eq!(at, addr, "a thread read a copy");
+                assert_eq!(sum, 49_995_000);
+            }
+            assert_eq!(TRACKED_DROPS.load(Ordering::SeqCst), before, "dropped while handles live");
+            drop(s);
+            await_drops(before + 1);
+        });
+    });
+}
+
 // ---- across three processes ------------------------------------------------
+
+/// A value published on rank 0: read on every process; two handles that
+/// reach rank 1 separately share one replica there; rank 1's replica goes
+/// with its last handle, the original with the last handle anywhere.
+fn shared_across() {
+    const N: u64 = 200_000;
+    let sum = N * (N - 1) / 2;
+    let s = Shared::new(tracked(N));
+    let (same, got, rank) = gossamer::spawn_with(
+        2,
+        |(a, b): (Shared<Tracked>, Shared<Tracked>)| {
+            let (pa, pb) = (a.get() as *const Tracked, b.get() as *const Tracked);
+            (std::ptr::eq(pa, pb), a.get().data.iter().sum::<u64>(), gossamer::rack::rank())
+        },
+        (s.clone(), s.clone()),
+    )
+    .join()
+    .unwrap();
+    assert_eq!(rank, 1);
+    assert!(same, "two handles in one process hold two replicas");
+    assert_eq!(got, sum);
+    // Thread 3 is rank 1 too: its replica went with the handles above.
+    let drops = gossamer::spawn_with(3, |()| TRACKED_DROPS.load(Ordering::SeqCst), ()).join().unwrap();
+    assert_eq!(drops, 1, "rank 1 keeps its replica after its last handle");
+    // Every thread of every process reads it.
+    let readers: Vec<_> = (0..6)
+        .map(|t| gossamer::spawn_with(t, |s: Shared<Tracked>| s.get().data.iter().sum::<u64>(), s.clone()))
+        .collect();
+    for r in readers {
+        assert_eq!(r.join().unwrap(), sum);
+    }
+    assert_eq!(TRACKED_DROPS.load(Ordering::SeqCst), 0, "the original went while a handle lives");
+    drop(s);
+    await_drops(1);
+    println!("SCENARIO shared ok");
+}
 
 fn across() {
     let topo = gossamer::topology();
@@ -514,6 +610,7 @@ fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
     let f: fn() = match s.as_str() {
         "across" => across,
+        "shared" => shared_across,
         "barrier_fate" => barrier_fate,
         "channel_fate" => channel_fate,
         "ring_fate" => ring_fate,
@@ -539,6 +636,14 @@ fn every_object_is_exact_across_three_processes() {
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SCENARIO across ok"), "{t}");
+}
+
+#[test]
+fn shared_values_replicate_once_per_process_and_drop_everywhere() {
+    let (out, _) = run_program(scenario("shared"), Duration::from_secs(300));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO shared ok"), "{t}");
 }
 
 #[test]

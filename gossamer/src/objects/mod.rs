@@ -10,7 +10,9 @@
 //! * [`channel`], [`mpmc_channel`]: bounded channels whose ends travel to
 //!   any thread of any process, where `recv` suspends only the fiber;
 //! * [`ring`]: a broadcast ring, one writer and many readers, each message
-//!   read once by every reader, with back-pressure.
+//!   read once by every reader, with back-pressure;
+//! * [`Shared`]: a large read-only value published once, read without
+//!   copying in its process and replicated once per process elsewhere.
 //!
 //! Every waiting fiber waits on a property of its own thread (see `bell`):
 //! whoever releases it sends an ordinary delegated closure to that
@@ -25,6 +27,7 @@ mod barrier;
 mod bell;
 mod channel;
 mod ring;
+mod shared;
 mod spawn_to;
 
 pub use barrier::Barrier;
@@ -33,4 +36,5 @@ pub use channel::{
     TryRecvError,
 };
 pub use ring::{ring, RingReader, RingWriter};
+pub use shared::Shared;
 pub use spawn_to::{spawn_to, spawn_to_with};

@@ -271,6 +271,13 @@ impl<T: Send + 'static> Trust<T> {
         TrusteeRef::new(self.trustee as usize, self.runtime)
     }
 
+    /// What names the property in the whole program: its runtime, its
+    /// trustee thread and its address in the trustee's process. Equal for
+    /// every trust to one property, wherever the trust is.
+    pub(crate) fn identity(&self) -> (u64, u32, usize) {
+        (self.runtime, self.trustee, self.cell.as_ptr().addr())
+    }
+
     /// True when the calling thread is the property's trustee, so closures
     /// run directly (the local-trustee shortcut).
     pub fn is_local(&self) -> bool {
