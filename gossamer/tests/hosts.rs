@@ -16,6 +16,7 @@ use gossamer::Trust;
 
 mod common;
 use common::netns::{self, ucx_or_skip};
+use common::objects::*;
 use common::programs::{run_program, survivors, text};
 
 const HOSTS: usize = 4;
@@ -282,6 +283,56 @@ fn busy() {
     println!("SCENARIO busy ok");
 }
 
+/// Every building block of `gossamer::objects` over the hosts: barrier
+/// phases with transitive semantics, channels whose queues are on other
+/// hosts, a broadcast ring to every other thread (large messages too), data-
+/// affine spawn, `launch` on a latch of another host and a shared value read
+/// everywhere.
+fn objects() {
+    check_layout();
+    spawn_to_everywhere();
+    barrier_phases(5);
+    mpsc_exact(THREADS - 1, 100, 4);
+    mpmc_exact(THREADS / 2, 100, 3);
+    ring_exact(200, 8, 1500);
+    ring_large();
+    let latch: Trust<gossamer::Latch<u64>> =
+        gossamer::spawn_with(THREADS - 1, |()| gossamer::local_trustee().entrust(gossamer::Latch::new(0u64)), ())
+            .join()
+            .unwrap();
+    let launchers: Vec<_> = (0..THREADS - 1)
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                |l: Trust<gossamer::Latch<u64>>| {
+                    for _ in 0..10 {
+                        l.launch(|v| {
+                            let before = *v;
+                            gossamer::yield_now();
+                            *v = before + 1;
+                        });
+                    }
+                },
+                latch.clone(),
+            )
+        })
+        .collect();
+    for l in launchers {
+        l.join().unwrap();
+    }
+    assert_eq!(latch.launch(|v| *v), 10 * (THREADS as u64 - 1), "a launched update was lost");
+    let table = gossamer::objects::Shared::new((0..50_000u64).collect::<Vec<_>>());
+    let readers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            gossamer::spawn_with(t, |s: gossamer::objects::Shared<Vec<u64>>| s.get().iter().sum::<u64>(), table.clone())
+        })
+        .collect();
+    for r in readers {
+        assert_eq!(r.join().unwrap(), 50_000 * 49_999 / 2);
+    }
+    println!("SCENARIO objects ok");
+}
+
 #[test]
 fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
@@ -293,6 +344,7 @@ fn scenario_entry() {
         "busy" => busy,
         "payloads" => payloads,
         "stress" => stress,
+        "objects" => objects,
         "mismatch" => || unreachable!("never started"),
         other => panic!("unknown scenario {other}"),
     };
@@ -522,6 +574,23 @@ fn simulated_hosts_count_exactly_over_the_bridge() {
         assert!(after.sent > before.sent + 10_000, "host {h} sent {before:?} -> {after:?}");
         assert!(after.received > before.received + 10_000, "host {h} received {before:?} -> {after:?}");
     }
+}
+
+#[test]
+fn objects_work_across_hosts() {
+    if ucx_or_skip() {
+        expect_ok("objects");
+    }
+}
+
+#[test]
+fn objects_work_across_simulated_hosts() {
+    if !ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = netns::sim_rack_or_skip(HOSTS) else { return };
+    let me = std::env::current_exe().unwrap();
+    expect_ok_with(ranks_on(Some(&rack), "objects", |_| me.clone()), "objects");
 }
 
 #[test]

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod netns;
+pub mod objects;
 pub mod programs;
 
 use std::sync::mpsc;
