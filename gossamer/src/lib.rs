@@ -22,7 +22,7 @@
 //! });
 //! ```
 //!
-//! The core operations (chapter 2 of the Trust<T> thesis):
+//! The core operations (chapter 2 of the `Trust<T>` thesis):
 //! * [`Trust::apply`]: run a closure on the property and wait for its result
 //!   (only the calling fiber waits);
 //! * [`Trust::apply_then`]: run it without waiting; a callback gets the

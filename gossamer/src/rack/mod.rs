@@ -2,8 +2,8 @@
 //! binary (chapter 3 of the thesis), on one host over shared memory.
 //!
 //! [`main`] is the entry point (Table II(b)): it finds out the process's
-//! rank (see [`launch`]), starts the other processes when it is rank 0 and
-//! was asked for several, runs the bootstrap ([`bootstrap`]), starts this
+//! rank (see `rack::launch`), starts the other processes when it is rank 0 and
+//! was asked for several, runs the bootstrap (`rack::bootstrap`), starts this
 //! process's worker threads over the shared region, and then rank 0 runs the
 //! program's `gsm_main` while the others serve until it returns. Threads have
 //! global ids: process 0 has threads `0..k`, process 1 the next ones, and so
