@@ -74,8 +74,9 @@ impl Demo {
             .arg(secs.to_string())
             .args(extra)
             .env_remove("GOSSAMER_TOP_SOCKET")
+            .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start top_demo");
         let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -88,13 +89,25 @@ impl Demo {
     }
 
     /// Waits for the demo to finish; returns what it printed after the
-    /// socket line.
-    fn finish(mut self) -> String {
+    /// socket line, and its standard error.
+    fn finish(mut self) -> (String, String) {
+        // Its pipes are read while it runs, so that it never blocks on them.
+        let mut out = self.child.stdout.take().unwrap();
+        let mut err = self.child.stderr.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let err = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
         let status = wait_bounded(&mut self.child, Duration::from_secs(60));
-        let mut rest = String::new();
-        let _ = self.child.stdout.take().unwrap().read_to_string(&mut rest);
-        assert!(status.is_some_and(|s| s.success()), "top_demo failed or hung: {status:?}\n{rest}");
-        rest
+        let (rest, err) = (out.join().unwrap(), err.join().unwrap());
+        assert!(status.is_some_and(|s| s.success()), "top_demo failed or hung: {status:?}\n{rest}\n{err}");
+        (rest, err)
     }
 }
 
@@ -123,7 +136,7 @@ fn top(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn top_once_shows_the_hottest_trusts_of_a_running_program() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let d = Demo::start(6, &[]);
+    let d = Demo::start(10, &[]);
     assert!(d.socket.exists(), "{}", d.socket.display());
     let socket = d.socket.to_str().unwrap().to_string();
     let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.5"]);
@@ -143,7 +156,7 @@ fn top_once_shows_the_hottest_trusts_of_a_running_program() {
     assert_eq!(out.matches("gossamer top — pid").count(), 2, "{out}");
 
     let socket_path = d.socket.clone();
-    let rest = d.finish();
+    let (rest, _) = d.finish();
     assert!(rest.contains("shutdown clean: true"), "{rest}");
     assert!(!socket_path.exists(), "the socket outlived the program");
 }
@@ -151,16 +164,21 @@ fn top_once_shows_the_hottest_trusts_of_a_running_program() {
 #[test]
 fn top_stuck_names_the_deadlocked_launches() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let d = Demo::start(4, &["--deadlock"]);
+    let d = Demo::start(8, &["--deadlock"]);
     let socket = d.socket.to_str().unwrap().to_string();
     let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.5", "--stuck"]);
     assert!(ok, "gossamer top --stuck failed:\n{out}\n{err}");
     assert!(out.contains("on launch on trustee 1 [gossamer::trust::latch::Latch<u32>"), "{out}");
     assert!(out.contains("on launch on trustee 0 [gossamer::trust::latch::Latch<u32>"), "{out}");
     assert_eq!(out.matches(" on latch [u32 ").count(), 2, "{out}");
-    let rest = d.finish();
+    // SIGUSR1 prints the same dump on the program's standard error.
+    // SAFETY: kill(2) on our own child, which is still running (it runs
+    // for 8 s and is reaped only in `finish`).
+    assert_eq!(unsafe { libc::kill(d.child.id() as libc::pid_t, libc::SIGUSR1) }, 0);
+    let (rest, err) = d.finish();
     // Shutdown abandons the deadlocked fibers.
     assert!(rest.contains("shutdown clean: false"), "{rest}");
+    assert!(err.contains("gossamer stuck dump:") && err.contains("on launch on trustee 1"), "{err}");
 }
 
 #[test]
