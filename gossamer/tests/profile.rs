@@ -136,3 +136,26 @@ fn the_line_format_carries_every_trust() {
         p.emit();
     });
 }
+
+#[test]
+fn a_worker_keeps_a_bounded_number_of_trusts_apart() {
+    within(120, || {
+        let rt = gossamer::Runtime::builder().workers(2).profile_all(true).build().unwrap();
+        let n = 3000u64;
+        let trusts: Vec<_> = (0..n).map(|i| rt.trustee(1).entrust(i)).collect();
+        let ts = trusts.clone();
+        rt.block_on(move || {
+            for t in &ts {
+                t.apply(|v| *v += 1);
+            }
+        });
+        let p = rt.profile_snapshot();
+        // Every request is counted, the overflow summed in one entry.
+        assert_eq!(p.trusts.iter().map(|t| t.requests).sum::<u64>(), n, "{p}");
+        let other: Vec<_> = p.trusts.iter().filter(|t| t.type_name == "(other trusts)").collect();
+        assert_eq!(other.len(), 1);
+        assert!(other[0].requests > 0 && other[0].trustee == 1);
+        assert!(p.trusts.len() <= 2 * 2048 + 2, "{}", p.trusts.len());
+        drop(trusts);
+    });
+}

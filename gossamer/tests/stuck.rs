@@ -43,7 +43,7 @@ fn a_fiber_waiting_on_a_held_trustee_is_named_with_its_backlog() {
         let waiter = rt.spawn_on(0, move || t.apply(|v| *v + 1));
         let d = dump_until(&rt, |d| d.waiting.iter().any(|f| f.worker == 0));
         let f = d.on_worker(0).next().unwrap();
-        assert_eq!(f.on, WaitOn::Trustee(1));
+        assert_eq!(f.on, WaitOn::Apply(1));
         assert_eq!(f.type_name, "u32");
         assert!(d.missing_workers.contains(&1), "worker 1 is held:\n{d}");
         assert!(d.backlog_of(1) >= 1, "{d}");
@@ -91,7 +91,7 @@ fn a_deadlock_between_two_launches_shows_in_the_dump() {
         });
         let d = dump_until(&rt, |d| {
             d.waiting.iter().filter(|f| matches!(f.on, WaitOn::Launch(_))).count() >= 4
-                && d.waiting.iter().filter(|f| f.on == WaitOn::Latch).count() >= 2
+                && d.waiting.iter().filter(|f| f.on == WaitOn::Lock).count() >= 2
         });
         let text = d.to_string();
         // The two outer launched closures: on worker 0 waiting for a launch
@@ -103,8 +103,8 @@ fn a_deadlock_between_two_launches_shows_in_the_dump() {
         assert!(text.contains(&format!("worker 0 (gossamer-0) fiber {}", outer0.fiber)), "{text}");
         assert!(text.contains(&format!("worker 1 (gossamer-1) fiber {}", outer1.fiber)), "{text}");
         // And the inner launches, each waiting for the other's latch.
-        assert_eq!(d.on_worker(0).filter(|f| f.on == WaitOn::Latch).count(), 1, "{text}");
-        assert_eq!(d.on_worker(1).filter(|f| f.on == WaitOn::Latch).count(), 1, "{text}");
+        assert_eq!(d.on_worker(0).filter(|f| f.on == WaitOn::Lock).count(), 1, "{text}");
+        assert_eq!(d.on_worker(1).filter(|f| f.on == WaitOn::Lock).count(), 1, "{text}");
         println!("{text}");
         drop((a, b));
         // The deadlocked fibers are abandoned at shutdown.

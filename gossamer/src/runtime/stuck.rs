@@ -21,19 +21,20 @@ use super::worker::Worker;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WaitOn {
     /// The answer of an `apply` (or `apply_with`) from trustee `.0`.
-    Trustee(usize),
+    Apply(usize),
     /// The result of a `launch` on trustee `.0`.
     Launch(usize),
-    /// A [`Latch`](crate::Latch) held by another fiber of its thread.
-    Latch,
+    /// [`Latch::lock`](crate::Latch::lock) on a latch another fiber of its
+    /// thread holds.
+    Lock,
 }
 
 impl fmt::Display for WaitOn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WaitOn::Trustee(t) => write!(f, "apply on trustee {t}"),
+            WaitOn::Apply(t) => write!(f, "apply on trustee {t}"),
             WaitOn::Launch(t) => write!(f, "launch on trustee {t}"),
-            WaitOn::Latch => write!(f, "latch"),
+            WaitOn::Lock => write!(f, "latch"),
         }
     }
 }

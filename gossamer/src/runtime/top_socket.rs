@@ -1,7 +1,7 @@
 //! The socket `gossamer top` reads: a Unix stream socket at
 //! `$GOSSAMER_TOP_SOCKET`, else `$XDG_RUNTIME_DIR/gossamer-<pid>.sock`,
-//! else `/tmp/gossamer-<pid>.sock`; created at start when the builder or
-//! `GOSSAMER_TOP=1` asks for it, removed at shutdown.
+//! else `/tmp/gossamer-<pid>.sock`; created (mode 0600) at start when the
+//! builder or `GOSSAMER_TOP=1` asks for it, removed at shutdown.
 //!
 //! One client at a time sends commands, one per line, and gets answers:
 //!
@@ -60,7 +60,10 @@ pub(crate) fn start(sh: &Arc<Shared>) {
             return;
         }
     };
-    if let Err(e) = listener.set_nonblocking(true) {
+    // Only this user may switch profiling on or read the program's types.
+    let private = std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    if let Err(e) = private.and_then(|()| listener.set_nonblocking(true)) {
+        let _ = std::fs::remove_file(&path);
         tracing::warn!("cannot serve gossamer top: {e}");
         return;
     }

@@ -65,7 +65,7 @@ impl<T> Latch<T> {
         // SAFETY: the waiter queue is only touched by this thread's fibers,
         // one at a time, and no reference to it outlives these calls.
         unsafe { (*self.waiters.get()).push_back(w.current_fiber()) };
-        let _waiting = Waiting::begin(w, WaitOn::Latch, std::any::type_name::<T>(), self as *const Self as usize);
+        let _waiting = Waiting::begin(w, WaitOn::Lock, std::any::type_name::<T>(), self as *const Self as usize);
         // The releasing fiber hands the latch over and wakes us once.
         fiber::suspend();
         debug_assert!(self.locked.get());

@@ -371,7 +371,7 @@ impl<T: Send + 'static> Trust<T> {
         let wait = Waiter::new(w.current_fiber());
         let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
         w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
-        let waiting = crate::runtime::stuck::Waiting::begin(w, profile::WaitOn::Trustee(t), ty, key);
+        let waiting = crate::runtime::stuck::Waiting::begin(w, profile::WaitOn::Apply(t), ty, key);
         let u = wait.wait_transfer();
         drop(waiting);
         profile::counters::round_trip(w, key, ty, t, start);
@@ -533,7 +533,7 @@ impl<T: Send + 'static> Trust<T> {
                     )
                 });
                 let _waiting =
-                    crate::runtime::stuck::Waiting::begin(cw, profile::WaitOn::Trustee(self.trustee as usize), ty, key);
+                    crate::runtime::stuck::Waiting::begin(cw, profile::WaitOn::Apply(self.trustee as usize), ty, key);
                 wait.wait_transfer()
             }
             _ => self.apply_unchecked(move |t| f(t, w)),

@@ -30,7 +30,21 @@ thread_local! {
     static LOCAL: RefCell<Local> = RefCell::new(Local::default());
 }
 
+/// Properties one worker keeps apart (about 4 KiB each); the rest are
+/// summed under [`OTHER_TRUSTS`], so that profiling everything in a program
+/// of millions of properties stays bounded.
+pub(crate) const MAX_TRUSTS: usize = 2048;
+
+/// The id and type name under which properties beyond [`MAX_TRUSTS`] are
+/// counted (per trustee).
+pub(crate) const OTHER_TRUSTS: (usize, &str) = (0, "(other trusts)");
+
 fn trust_entry<'a>(l: &'a mut Local, key: usize, ty: &'static str, t: usize) -> &'a mut TrustProfile {
+    let (key, ty) = if l.trusts.len() >= MAX_TRUSTS && !l.trusts.contains_key(&key) {
+        (OTHER_TRUSTS.0 + t, OTHER_TRUSTS.1)
+    } else {
+        (key, ty)
+    };
     l.trusts.entry(key).or_insert_with(|| TrustProfile {
         id: TrustId(key as u64),
         type_name: ty,

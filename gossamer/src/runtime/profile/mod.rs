@@ -69,7 +69,7 @@ pub enum Target {
     All,
     /// One property (see [`Target::trust`]): its requests, local hits,
     /// round trips and service time.
-    Trust(TrustId),
+    Property(TrustId),
     /// One trustee: the trusts it owns, and the batches sent to it.
     Trustee(usize),
 }
@@ -77,7 +77,7 @@ pub enum Target {
 impl Target {
     /// The property behind `t`.
     pub fn trust<T: Send + 'static>(t: &crate::Trust<T>) -> Target {
-        Target::Trust(t.profile_id())
+        Target::Property(t.profile_id())
     }
 }
 
@@ -107,6 +107,10 @@ impl Profile {
 }
 
 /// What happened to one property while profiled.
+///
+/// A worker keeps at most 2048 properties apart; requests to others it
+/// sees are summed in one entry per trustee, with `type_name`
+/// `"(other trusts)"` and the trustee's index as its id.
 #[derive(Clone, Debug)]
 pub struct TrustProfile {
     /// The property.
@@ -250,7 +254,7 @@ impl Control {
                 self.trustees[t].store(true, Ordering::Relaxed);
                 let _ = self.mode.compare_exchange(OFF, SOME, Ordering::Relaxed, Ordering::Relaxed);
             }
-            Target::Trust(id) => {
+            Target::Property(id) => {
                 let key = id.0 as usize;
                 if !self.trusts.iter().any(|s| s.load(Ordering::Relaxed) == key) {
                     let free = self.trusts.iter().find(|s| s.load(Ordering::Relaxed) == 0);
