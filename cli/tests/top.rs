@@ -6,7 +6,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// One demo at a time: each keeps both cores busy.
@@ -62,52 +62,77 @@ fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::Exit
     }
 }
 
-/// The demo running for `secs` seconds, and its socket.
+/// The demo, running for `secs` seconds at most (it stops earlier when
+/// [`Demo::finish`] closes its standard input), and its socket.
 struct Demo {
     child: Child,
     socket: PathBuf,
+    /// Its standard error so far (read all along, so that it never blocks).
+    stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Demo {
     fn start(secs: u64, extra: &[&str]) -> Demo {
         let mut child = Command::new(demo())
             .arg(secs.to_string())
+            .arg("--stdin")
             .args(extra)
+            .stdin(Stdio::piped())
             .env_remove("GOSSAMER_TOP_SOCKET")
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start top_demo");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (mut from, to) = (child.stderr.take().unwrap(), stderr.clone());
+        let stderr_reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                to.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
         out.read_line(&mut line).expect("top_demo's first line");
         let socket = PathBuf::from(line.trim().strip_prefix("top socket: ").expect(&line));
         // The rest of its output is read when it ends.
         child.stdout = Some(out.into_inner());
-        Demo { child, socket }
+        Demo { child, socket, stderr, stderr_reader: Some(stderr_reader) }
     }
 
-    /// Waits for the demo to finish; returns what it printed after the
-    /// socket line, and its standard error.
-    fn finish(mut self) -> (String, String) {
-        // Its pipes are read while it runs, so that it never blocks on them.
+    /// Waits (up to 30 s) until the demo's standard error holds `pat`.
+    fn wait_stderr(&self, pat: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let e = self.stderr.lock().unwrap().clone();
+            if e.contains(pat) {
+                return e;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no {pat:?} on top_demo's stderr:\n{e}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Asks the demo to stop, waits for it, and returns what it printed
+    /// after the socket line.
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
         let mut out = self.child.stdout.take().unwrap();
-        let mut err = self.child.stderr.take().unwrap();
         let out = std::thread::spawn(move || {
             let mut s = String::new();
             let _ = out.read_to_string(&mut s);
             s
         });
-        let err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = err.read_to_string(&mut s);
-            s
-        });
         let status = wait_bounded(&mut self.child, Duration::from_secs(60));
-        let (rest, err) = (out.join().unwrap(), err.join().unwrap());
+        let rest = out.join().unwrap();
+        if let Some(r) = self.stderr_reader.take() {
+            let _ = r.join();
+        }
+        let err = self.stderr.lock().unwrap().clone();
         assert!(status.is_some_and(|s| s.success()), "top_demo failed or hung: {status:?}\n{rest}\n{err}");
-        (rest, err)
+        rest
     }
 }
 
@@ -136,7 +161,7 @@ fn top(args: &[&str]) -> (bool, String, String) {
 #[test]
 fn top_once_shows_the_hottest_trusts_of_a_running_program() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let d = Demo::start(10, &[]);
+    let d = Demo::start(300, &[]);
     assert!(d.socket.exists(), "{}", d.socket.display());
     let socket = d.socket.to_str().unwrap().to_string();
     let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.5"]);
@@ -156,7 +181,7 @@ fn top_once_shows_the_hottest_trusts_of_a_running_program() {
     assert_eq!(out.matches("gossamer top — pid").count(), 2, "{out}");
 
     let socket_path = d.socket.clone();
-    let (rest, _) = d.finish();
+    let rest = d.finish();
     assert!(rest.contains("shutdown clean: true"), "{rest}");
     assert!(!socket_path.exists(), "the socket outlived the program");
 }
@@ -164,7 +189,7 @@ fn top_once_shows_the_hottest_trusts_of_a_running_program() {
 #[test]
 fn top_stuck_names_the_deadlocked_launches() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let d = Demo::start(8, &["--deadlock"]);
+    let d = Demo::start(300, &["--deadlock"]);
     let socket = d.socket.to_str().unwrap().to_string();
     let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.5", "--stuck"]);
     assert!(ok, "gossamer top --stuck failed:\n{out}\n{err}");
@@ -173,12 +198,13 @@ fn top_stuck_names_the_deadlocked_launches() {
     assert_eq!(out.matches(" on latch [u32 ").count(), 2, "{out}");
     // SIGUSR1 prints the same dump on the program's standard error.
     // SAFETY: kill(2) on our own child, which is still running (it runs
-    // for 8 s and is reaped only in `finish`).
+    // until `finish` closes its input, and is reaped there).
     assert_eq!(unsafe { libc::kill(d.child.id() as libc::pid_t, libc::SIGUSR1) }, 0);
-    let (rest, err) = d.finish();
+    let err = d.wait_stderr("live fibers");
+    assert!(err.contains("gossamer stuck dump:") && err.contains("on launch on trustee 1"), "{err}");
+    let rest = d.finish();
     // Shutdown abandons the deadlocked fibers.
     assert!(rest.contains("shutdown clean: false"), "{rest}");
-    assert!(err.contains("gossamer stuck dump:") && err.contains("on launch on trustee 1"), "{err}");
 }
 
 #[test]

@@ -10,7 +10,8 @@
 //! It serves `gossamer top` (as `GOSSAMER_TOP=1` would) and prints the
 //! socket's path. With `--deadlock`, two launched closures also deadlock on
 //! each other's latches, for `gossamer top --stuck` (or `kill -USR1`) to
-//! show; shutdown then abandons them.
+//! show; shutdown then abandons them. With `--stdin`, it also stops when
+//! its standard input closes (as tests use it).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -25,6 +26,12 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let secs: u64 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(30);
     let deadlock = args.iter().any(|a| a == "--deadlock");
+    if args.iter().any(|a| a == "--stdin") {
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            STOP.store(true, Ordering::Relaxed);
+        });
+    }
     let rt = gossamer::Runtime::builder()
         .workers(2)
         .top_socket(true)
@@ -65,7 +72,7 @@ fn main() {
         rt.spawn_on(1, move || b.launch_with(|_, a: Trust<Latch<u32>>| a.launch(|v| *v), a));
     }
     let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
+    while Instant::now() < end && !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
     STOP.store(true, Ordering::Relaxed);
