@@ -150,7 +150,8 @@ struct Record {
 }
 
 thread_local! {
-    static WAITS: RefCell<Vec<Record>> = const { RefCell::new(Vec::new()) };
+    /// Indexed by fiber id (fibers wait for one thing at a time).
+    static WAITS: RefCell<Vec<Option<Record>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A recorded wait, removed when dropped (the fiber resumed, or unwound).
@@ -163,17 +164,37 @@ impl Waiting {
     /// if wait tracking is on.
     #[inline]
     pub(crate) fn begin(w: &Worker, on: WaitOn, type_name: &'static str, trust: usize) -> Option<Waiting> {
+        Self::begin_at(w, on, type_name, trust, None)
+    }
+
+    /// As [`begin`](Self::begin), with the time the wait started if the
+    /// caller has read the clock already.
+    #[inline]
+    pub(crate) fn begin_at(
+        w: &Worker,
+        on: WaitOn,
+        type_name: &'static str,
+        trust: usize,
+        since: Option<Instant>,
+    ) -> Option<Waiting> {
         if !active() || !w.shared.observe.tracking_waits() {
             return None;
         }
-        Some(Self::record(w.current_fiber(), on, type_name, trust))
+        Some(Self::record(w.current_fiber(), on, type_name, trust, since))
     }
 
     #[cold]
     #[inline(never)]
-    fn record(fiber: u32, on: WaitOn, type_name: &'static str, trust: usize) -> Waiting {
-        let r = Record { fiber, on, since: Instant::now(), type_name, trust };
-        WAITS.with(|l| l.borrow_mut().push(r));
+    fn record(fiber: u32, on: WaitOn, type_name: &'static str, trust: usize, since: Option<Instant>) -> Waiting {
+        let r = Record { fiber, on, since: since.unwrap_or_else(Instant::now), type_name, trust };
+        WAITS.with(|l| {
+            let mut l = l.borrow_mut();
+            let i = fiber as usize;
+            if l.len() <= i {
+                l.resize_with(i + 1, || None);
+            }
+            l[i] = Some(r);
+        });
         Waiting { fiber }
     }
 }
@@ -181,9 +202,8 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         let _ = WAITS.try_with(|l| {
-            let mut l = l.borrow_mut();
-            if let Some(i) = l.iter().rposition(|r| r.fiber == self.fiber) {
-                l.swap_remove(i);
+            if let Some(r) = l.borrow_mut().get_mut(self.fiber as usize) {
+                *r = None;
             }
         });
     }
@@ -201,6 +221,7 @@ fn take_part(w: &Worker) -> WorkerPart {
     let waiting = WAITS.with(|l| {
         l.borrow()
             .iter()
+            .flatten()
             .map(|r| WaitingFiber {
                 worker: w.index,
                 thread: thread.clone(),

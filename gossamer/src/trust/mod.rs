@@ -216,7 +216,7 @@ unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
     // gets exclusive access.
     let f: F = unsafe { take_value(env as *const Word) };
     let cell = prop.cast::<PropertyCell<T>>();
-    let observed = profile::active().then(std::time::Instant::now);
+    let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     out.put_any(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }))));
     if let Some(start) = observed {
         profile::counters::served(prop as usize, std::any::type_name::<T>(), start);
@@ -239,7 +239,7 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
         (f, crate::channel::record::tail_bytes(tail, out))
     };
     let cell = prop.cast::<PropertyCell<T>>();
-    let observed = profile::active().then(std::time::Instant::now);
+    let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     // An argument that does not decode is the caller's panic, not the
     // trustee's: it keeps serving.
     let r = catch_unwind(AssertUnwindSafe(|| {
@@ -326,17 +326,20 @@ impl<T: Send + 'static> Trust<T> {
         match self.ctx() {
             Ctx::Worker(w) => {
                 w.check_may_block();
-                if profile::active() {
-                    return self.apply_observed(w, f);
-                }
                 if w.index == self.trustee as usize {
                     // A fiber that only ever hits its own trustee would
                     // never suspend: now and then, let the others run.
                     w.local_turn();
+                    if profile::active() {
+                        profile::counters::request(w, self.cell.as_ptr() as usize, std::any::type_name::<T>(), w.index);
+                    }
                     let _g = w.enter_delegated();
                     // SAFETY: we are the trustee and not inside another
                     // closure (checked above): access is exclusive.
                     return f(unsafe { self.value_mut() });
+                }
+                if profile::active() {
+                    return self.apply_observed(w, f);
                 }
                 let wait = Waiter::new(w.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
@@ -347,8 +350,8 @@ impl<T: Send + 'static> Trust<T> {
         }
     }
 
-    /// `apply_unchecked` while profiles or wait tracking are on somewhere in
-    /// the process: the same, counted and timed.
+    /// `apply_unchecked` to another thread while profiles or wait tracking
+    /// are on somewhere in the process: the same, counted and timed.
     #[cold]
     #[inline(never)]
     fn apply_observed<F, U>(&self, w: &'static Worker, f: F) -> U
@@ -359,22 +362,19 @@ impl<T: Send + 'static> Trust<T> {
         let t = self.trustee as usize;
         let key = self.cell.as_ptr() as usize;
         let ty = std::any::type_name::<T>();
-        if w.index == t {
-            w.local_turn();
+        let start = w.shared.observe.wants(key, t).then(std::time::Instant::now);
+        if start.is_some() {
             profile::counters::request(w, key, ty, t);
-            let _g = w.enter_delegated();
-            // SAFETY: as in `apply_unchecked`.
-            return f(unsafe { self.value_mut() });
         }
-        let start = std::time::Instant::now();
-        profile::counters::request(w, key, ty, t);
         let wait = Waiter::new(w.current_fiber());
         let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
         w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
-        let waiting = crate::runtime::stuck::Waiting::begin(w, profile::WaitOn::Apply(t), ty, key);
+        let waiting = crate::runtime::stuck::Waiting::begin_at(w, profile::WaitOn::Apply(t), ty, key, start);
         let u = wait.wait_transfer();
         drop(waiting);
-        profile::counters::round_trip(w, key, ty, t, start);
+        if let Some(start) = start {
+            profile::counters::round_trip(w, key, ty, t, start);
+        }
         u
     }
 

@@ -14,16 +14,38 @@ use crate::runtime::context;
 use crate::runtime::shared::Shared;
 use crate::runtime::worker::Worker;
 
+/// Hashes property addresses (and trustee indices) by one multiplication:
+/// keys are not attacker-chosen, and SipHash would double the cost of a
+/// profiled local shortcut.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.0 = (self.0 ^ v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
+}
+
+type AddrMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<AddrHasher>>;
+
 /// One worker's counters.
 #[derive(Clone, Default)]
 pub(crate) struct Local {
-    trusts: HashMap<usize, TrustProfile>,
+    trusts: AddrMap<TrustProfile>,
     /// As a client: per trustee it sent batches to.
-    sent: HashMap<usize, TrusteeProfile>,
+    sent: AddrMap<TrusteeProfile>,
     /// As a trustee.
     served: Option<TrusteeProfile>,
     /// Per trustee: when the oldest profiled request not yet sent was queued.
-    oldest_unsent: HashMap<usize, Instant>,
+    oldest_unsent: AddrMap<Instant>,
 }
 
 thread_local! {
@@ -89,15 +111,29 @@ pub(crate) fn round_trip(w: &Worker, key: usize, ty: &'static str, t: usize, sta
     LOCAL.with(|l| trust_entry(&mut l.borrow_mut(), key, ty, t).round_trip.record(ns));
 }
 
+/// When a closure on property `key` starts on this trustee: now, if its
+/// service time is profiled.
+#[cold]
+#[inline(never)]
+pub(crate) fn service_start(key: usize) -> Option<Instant> {
+    let w = context::current()?;
+    w.shared.observe.wants(key, w.index).then(Instant::now)
+}
+
+/// When this worker starts serving a batch: now, if its trustee side is
+/// profiled.
+#[cold]
+#[inline(never)]
+pub(crate) fn batch_start(w: &Worker) -> Option<Instant> {
+    w.shared.observe.wants_trustee(w.index).then(Instant::now)
+}
+
 /// A closure on property `key` ran on this trustee, from `start` to now.
 #[cold]
 #[inline(never)]
 pub(crate) fn served(key: usize, ty: &'static str, start: Instant) {
     let ns = start.elapsed().as_nanos() as u64;
     let Some(w) = context::current() else { return };
-    if !w.shared.observe.wants(key, w.index) {
-        return;
-    }
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();
         let e = trust_entry(&mut l, key, ty, w.index);
@@ -133,9 +169,6 @@ pub(crate) fn batch_sent(w: &Worker, t: usize, count: u32) {
 #[cold]
 #[inline(never)]
 pub(crate) fn batch_served(w: &Worker, count: usize, start: Instant) {
-    if !w.shared.observe.wants_trustee(w.index) {
-        return;
-    }
     let ns = start.elapsed().as_nanos() as u64;
     LOCAL.with(|l| {
         let mut l = l.borrow_mut();

@@ -34,7 +34,11 @@ impl Worker {
                 continue;
             }
             let resp = self.shared.matrix.response(c, me);
-            let observed = crate::runtime::profile::active().then(std::time::Instant::now);
+            let observed = if crate::runtime::profile::active() {
+                crate::runtime::profile::counters::batch_start(self)
+            } else {
+                None
+            };
             let mut batch = 0usize;
             let g = self.enter_delegated();
             if self.shared.is_local(c) {
