@@ -1,13 +1,13 @@
 //! Per-trust and per-trustee profiles, switched on at run time.
 //!
 //! Off by default, and then free: the delegation path tests one
-//! process-wide flag ([`active`]) with a plain load and takes a cold path
+//! process-wide flag (`active`) with a plain load and takes a cold path
 //! only when some runtime of the process profiles something or tracks
 //! waiting fibers. Counters live in thread-locals written only by their
 //! owner worker (no atomic read-modify-write, and no allocation per
 //! request: a trust's counters are allocated the first time it is seen);
 //! readers ask every worker for a copy through its injection queue and sum
-//! the copies. This module owns the switch ([`Control`]) and the public
+//! the copies. This module owns the switch (`Control`) and the public
 //! values; `counters` the recording, `histogram` the latency buckets,
 //! `table` the text table, `tracing` export and the line format that
 //! `gossamer top` reads.
