@@ -1,6 +1,7 @@
 //! The `gossamer` command: `gossamer daemon` (one per host), `gossamer run`
 //! (starts one program over several hosts through their daemons) and
-//! `gossamer hosts` (what each host offers). See `cli/README.md`.
+//! `gossamer hosts` (what each host offers) and `gossamer top` (the hottest
+//! trusts and trustees of a running program). See `cli/README.md`.
 
 pub mod client;
 pub mod daemon;
@@ -8,6 +9,7 @@ pub mod hosts;
 pub mod proto;
 pub mod run;
 pub mod secret;
+pub mod top;
 
 /// Errors of the command.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +33,9 @@ pub enum CliError {
     /// A bad command line or input file.
     #[error("{0}")]
     Usage(String),
+    /// `gossamer top` could not read a program's profile.
+    #[error(transparent)]
+    Top(#[from] top::TopError),
     /// An I/O error.
     #[error("{what}: {source}")]
     Io {

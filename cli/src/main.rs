@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
-use gossamer_cli::{daemon, hosts, proto, run, secret, CliError};
+use gossamer_cli::{daemon, hosts, proto, run, secret, top, CliError};
 
 /// Run Gossamer programs over several hosts.
 #[derive(Parser, Debug)]
@@ -21,6 +21,37 @@ enum Cmd {
     Run(RunArgs),
     /// Show each host's cores, memory, UCX transports and devices.
     Hosts(HostsArgs),
+    /// Show the hottest trusts and trustees of a running program (started
+    /// with GOSSAMER_TOP=1), refreshed every second.
+    Top(TopArgs),
+}
+
+#[derive(Args, Debug)]
+struct TopArgs {
+    /// The program's process id (its socket is found from it).
+    #[arg(long, value_name = "PID", required_unless_present = "socket")]
+    pid: Option<u32>,
+    /// The program's socket, instead of --pid.
+    #[arg(long, value_name = "PATH", conflicts_with = "pid")]
+    socket: Option<PathBuf>,
+    /// Seconds between refreshes.
+    #[arg(long, value_name = "S", default_value_t = 1.0)]
+    interval: f64,
+    /// Print one table (after one interval) and exit.
+    #[arg(long, conflicts_with = "iterations")]
+    once: bool,
+    /// Print this many tables and exit.
+    #[arg(long, value_name = "N")]
+    iterations: Option<u64>,
+    /// Trusts shown.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    limit: usize,
+    /// Also print the program's stuck dump (waiting fibers, backlogs).
+    #[arg(long)]
+    stuck: bool,
+    /// Leave profiling on in the program when exiting.
+    #[arg(long)]
+    keep: bool,
 }
 
 #[derive(Args, Debug)]
@@ -149,6 +180,26 @@ fn go(cli: Cli) -> Result<i32, CliError> {
                 args: program.collect(),
             };
             run::run(opts)
+        }
+        Cmd::Top(a) => {
+            logs(tracing::Level::WARN);
+            if !(a.interval > 0.0 && a.interval < 3600.0) {
+                return Err(CliError::Usage("--interval must be between 0 and 3600 seconds".into()));
+            }
+            let socket = match (a.socket, a.pid) {
+                (Some(s), _) => s,
+                (None, Some(pid)) => top::socket_path(pid),
+                (None, None) => unreachable!("clap requires --pid or --socket"),
+            };
+            let opts = top::TopOpts {
+                socket,
+                interval: std::time::Duration::from_secs_f64(a.interval),
+                iterations: if a.once { Some(1) } else { a.iterations },
+                limit: a.limit,
+                stuck: a.stuck,
+                keep: a.keep,
+            };
+            top::run(&opts, &mut std::io::stdout().lock())
         }
         Cmd::Hosts(a) => {
             logs(tracing::Level::WARN);

@@ -57,6 +57,7 @@ mod trust;
 pub use error::{Error, JoinError, Panicked};
 pub use objects::{spawn_to, spawn_to_with, Barrier};
 pub use rack::{entrust_on, main, spawn_with, topology, Topology};
+pub use runtime::profile;
 pub use runtime::{Builder, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker};
 pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef};
 

@@ -30,6 +30,7 @@ pub struct Builder {
     idle_spin: Duration,
     shutdown_timeout: Duration,
     name: String,
+    observe: super::profile::Options,
 }
 
 impl Default for Builder {
@@ -44,6 +45,7 @@ impl Default for Builder {
             idle_spin: Duration::from_micros(100),
             shutdown_timeout: Duration::from_secs(10),
             name: "gossamer".into(),
+            observe: super::profile::Options::default(),
         }
     }
 }
@@ -108,6 +110,43 @@ impl Builder {
         self
     }
 
+    /// Records which fiber waits on which trustee, `launch` or latch, and
+    /// since when, for [`Runtime::stuck`] (default off; also switched on by
+    /// `GOSSAMER_TRACK_WAITS=1`, `GOSSAMER_TOP=1`, and by
+    /// [`dump_on_sigusr1`](Builder::dump_on_sigusr1)). Costs a clock read
+    /// per suspension for a request, nothing when off.
+    pub fn track_waits(mut self, on: bool) -> Self {
+        self.observe.track_waits = on;
+        self
+    }
+
+    /// Prints a [`StuckDump`](crate::profile::StuckDump) to standard error
+    /// (and a `tracing` warning) when the process gets `SIGUSR1` (default
+    /// off; also `GOSSAMER_DUMP_ON_SIGUSR1=1`). Implies
+    /// [`track_waits`](Builder::track_waits).
+    pub fn dump_on_sigusr1(mut self, on: bool) -> Self {
+        self.observe.dump_on_sigusr1 = on;
+        self.observe.track_waits |= on;
+        self
+    }
+
+    /// Profiles every trust and trustee from the start (default off; also
+    /// `GOSSAMER_PROFILE=all`). See [`Runtime::profile`].
+    pub fn profile_all(mut self, on: bool) -> Self {
+        self.observe.profile_all = on;
+        self
+    }
+
+    /// Serves profiles and stuck dumps to `gossamer top` on a Unix socket
+    /// (default off; also `GOSSAMER_TOP=1`); see
+    /// [`Runtime::top_socket_path`]. Implies
+    /// [`track_waits`](Builder::track_waits).
+    pub fn top_socket(mut self, on: bool) -> Self {
+        self.observe.top_socket = on;
+        self.observe.track_waits |= on;
+        self
+    }
+
     /// The configuration this builder describes, workers not checked.
     pub(crate) fn config(self) -> Config {
         let workers = self.workers.unwrap_or(1);
@@ -121,6 +160,7 @@ impl Builder {
             idle_spin: self.idle_spin,
             shutdown_timeout: self.shutdown_timeout,
             name: self.name,
+            observe: self.observe.with_env(),
         }
     }
 

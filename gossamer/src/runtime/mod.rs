@@ -4,10 +4,15 @@ mod builder;
 pub(crate) mod context;
 mod fence;
 pub(crate) mod join;
+mod observe;
 pub(crate) mod park;
 mod parker;
 mod pool;
+pub mod profile;
 pub(crate) mod shared;
+mod signal;
+pub(crate) mod stuck;
+mod top_socket;
 pub(crate) mod worker;
 
 use std::sync::atomic::Ordering;
@@ -109,6 +114,7 @@ impl Runtime {
                 }
             }
         }
+        observe::start_services(&shared);
         Ok(Runtime { shared, threads })
     }
 
@@ -252,6 +258,7 @@ impl Runtime {
     }
 
     fn stop_now(&mut self) {
+        self.shared.observe.shut_down();
         self.shared.region.header().stop.store(1, Ordering::SeqCst);
         for t in 0..self.shared.n {
             self.shared.ring(t);

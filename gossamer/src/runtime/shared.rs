@@ -29,6 +29,8 @@ pub(crate) struct Config {
     pub(crate) idle_spin: Duration,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) name: String,
+    /// Profiles, wait tracking, the `gossamer top` socket.
+    pub(crate) observe: super::profile::Options,
 }
 
 /// Where this process's workers sit among all threads of the program.
@@ -108,6 +110,8 @@ pub(crate) struct Shared {
     pub(crate) unhandled_panics: AtomicU64,
     /// Round-robin cursor for placement from outside the runtime.
     pub(crate) outside_rr: AtomicU64,
+    /// What is profiled, whether waits are tracked (see `profile`).
+    pub(crate) observe: super::profile::Control,
 }
 
 /// A fresh random program key (from the operating system's generator).
@@ -136,6 +140,7 @@ impl Shared {
             .iter()
             .map(|h| Shape { n: placement.threads(), host: h.clone(), bulk_bytes, far_bulk })
             .collect();
+        let threads = placement.threads();
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
             n: placement.threads(),
@@ -157,6 +162,7 @@ impl Shared {
             refresh: OnceLock::new(),
             unhandled_panics: AtomicU64::new(0),
             outside_rr: AtomicU64::new(0),
+            observe: super::profile::Control::new(threads, config.observe.clone()),
             config,
         });
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());

@@ -20,6 +20,8 @@ use std::thread;
 use super::{Delegable, SendPtr, Transferable, Trust, Waiter};
 use crate::fiber;
 use crate::runtime::context;
+use crate::runtime::profile::WaitOn;
+use crate::runtime::stuck::Waiting;
 use crate::runtime::worker::Worker;
 
 /// A fiber-level mutex for data owned by one thread. See the module docs.
@@ -68,6 +70,7 @@ impl<T> Latch<T> {
         // SAFETY: the waiter queue is only touched by this thread's fibers,
         // one at a time, and no reference to it outlives these calls.
         unsafe { (*self.waiters.get()).push_back(w.current_fiber()) };
+        let _waiting = Waiting::begin(w, WaitOn::Lock, std::any::type_name::<T>(), self as *const Self as usize);
         // The releasing fiber hands the latch over and wakes us once.
         fiber::suspend();
         debug_assert!(self.locked.get());
@@ -231,11 +234,14 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
         if !w.shared.is_local(self.trustee as usize) {
-            return far_result(self.launch_far(f, (), far_launch::<T, F, U>).join());
+            let handle = self.launch_far(f, (), far_launch::<T, F, U>);
+            let _waiting = self.waiting(w);
+            return far_result(handle.join());
         }
         let wait = Waiter::<U>::new(w.current_fiber());
         let reply = ReplyTo { worker: w.index, target: wait.as_data() };
         self.start(w, f, reply, finish_wait::<U>);
+        let _waiting = self.waiting(w);
         wait.wait()
     }
 
@@ -252,11 +258,14 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
         if !w.shared.is_local(self.trustee as usize) {
-            return far_result(self.launch_far(f, v, far_launch_with::<T, F, V, U>).join());
+            let handle = self.launch_far(f, v, far_launch_with::<T, F, V, U>);
+            let _waiting = self.waiting(w);
+            return far_result(handle.join());
         }
         let wait = Waiter::<U>::new(w.current_fiber());
         let reply = ReplyTo { worker: w.index, target: wait.as_data() };
         self.start(w, move |t| f(t, v), reply, finish_wait::<U>);
+        let _waiting = self.waiting(w);
         wait.wait()
     }
 
@@ -309,6 +318,12 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         crate::rack::spawn_with(self.trustee as usize, far, (self.clone(), arg))
     }
 
+    /// Records (if tracking) that the running fiber waits for a launch here.
+    fn waiting(&self, w: &Worker) -> Option<Waiting> {
+        let ty = std::any::type_name::<Latch<T>>();
+        Waiting::begin(w, WaitOn::Launch(self.trustee as usize), ty, self.cell.as_ptr() as usize)
+    }
+
     fn start<F, U>(&self, w: &Worker, f: F, reply: ReplyTo, finish: unsafe fn(&Worker, *const (), thread::Result<U>))
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
@@ -327,7 +342,13 @@ impl<T: Send + 'static> Trust<Latch<T>> {
                 let mut g = latch.lock();
                 f(&mut g)
             }));
-            deliver(reply, r, finish);
+            match r {
+                // Shutdown abandoned this fiber and is unwinding its stack:
+                // the caller may be gone (abandoned as well), so let the
+                // unwind finish instead of answering.
+                Err(p) if context::current().is_some_and(|w| w.shared.stopped()) => std::panic::resume_unwind(p),
+                r => deliver(reply, r, finish),
+            }
         };
         let spawn = move || {
             let w = context::current().expect("launch outside its runtime");

@@ -22,6 +22,7 @@ use crate::channel::slot::Word;
 use crate::error::Panicked;
 use crate::fiber;
 use crate::runtime::context;
+use crate::runtime::profile;
 use crate::runtime::shared::Shared;
 use crate::runtime::worker::{Completion, Worker};
 
@@ -215,7 +216,11 @@ unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
     // gets exclusive access.
     let f: F = unsafe { take_value(env as *const Word) };
     let cell = prop.cast::<PropertyCell<T>>();
+    let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     out.put_any(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }))));
+    if let Some(start) = observed {
+        profile::counters::served(prop as usize, std::any::type_name::<T>(), start);
+    }
 }
 
 /// Runs closure `F` with an argument `V` that came serialized from another
@@ -234,6 +239,7 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
         (f, crate::channel::record::tail_bytes(tail, out))
     };
     let cell = prop.cast::<PropertyCell<T>>();
+    let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     // An argument that does not decode is the caller's panic, not the
     // trustee's: it keeps serving.
     let r = catch_unwind(AssertUnwindSafe(|| {
@@ -242,6 +248,9 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
         f(unsafe { &mut *(*cell).value.get() }, v)
     }));
     out.put_remote(r);
+    if let Some(start) = observed {
+        profile::counters::served(prop as usize, std::any::type_name::<T>(), start);
+    }
 }
 
 impl<T: Send + 'static> Trust<T> {
@@ -328,10 +337,16 @@ impl<T: Send + 'static> Trust<T> {
                     // A fiber that only ever hits its own trustee would
                     // never suspend: now and then, let the others run.
                     w.local_turn();
+                    if profile::active() {
+                        profile::counters::request(w, self.cell.as_ptr() as usize, std::any::type_name::<T>(), w.index);
+                    }
                     let _g = w.enter_delegated();
                     // SAFETY: we are the trustee and not inside another
                     // closure (checked above): access is exclusive.
                     return f(unsafe { self.value_mut() });
+                }
+                if profile::active() {
+                    return self.apply_observed(w, f);
                 }
                 let wait = Waiter::new(w.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
@@ -340,6 +355,40 @@ impl<T: Send + 'static> Trust<T> {
             }
             Ctx::Outside(s) => self.apply_outside(&s, f),
         }
+    }
+
+    /// `apply_unchecked` to another thread while profiles or wait tracking
+    /// are on somewhere in the process: the same, counted and timed.
+    #[cold]
+    #[inline(never)]
+    fn apply_observed<F, U>(&self, w: &'static Worker, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+    {
+        let t = self.trustee as usize;
+        let key = self.cell.as_ptr() as usize;
+        let ty = std::any::type_name::<T>();
+        let start = w.shared.observe.wants(key, t).then(std::time::Instant::now);
+        if start.is_some() {
+            profile::counters::request(w, key, ty, t);
+        }
+        let wait = Waiter::new(w.current_fiber());
+        let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
+        w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
+        let waiting = crate::runtime::stuck::Waiting::begin_at(w, profile::WaitOn::Apply(t), ty, key, start);
+        let u = wait.wait_transfer();
+        drop(waiting);
+        if let Some(start) = start {
+            profile::counters::round_trip(w, key, ty, t, start);
+        }
+        u
+    }
+
+    /// The id under which profiles and stuck dumps name this trust's
+    /// property (shared by all its clones).
+    pub fn profile_id(&self) -> profile::TrustId {
+        profile::TrustId(self.cell.as_ptr() as usize as u64)
     }
 
     /// From a thread outside the runtime: hand the closure over through the
@@ -413,6 +462,9 @@ impl<T: Send + 'static> Trust<T> {
         match self.ctx() {
             Ctx::Worker(w) => {
                 let t = self.trustee as usize;
+                if profile::active() {
+                    profile::counters::request(w, self.cell.as_ptr() as usize, std::any::type_name::<T>(), t);
+                }
                 if w.index == t {
                     let r = {
                         let _g = w.enter_delegated();
@@ -470,6 +522,10 @@ impl<T: Send + 'static> Trust<T> {
         match context::current() {
             Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {
                 cw.check_may_block();
+                let (key, ty) = (self.cell.as_ptr() as usize, std::any::type_name::<T>());
+                if profile::active() {
+                    profile::counters::request(cw, key, ty, self.trustee as usize);
+                }
                 let wait = Waiter::new(cw.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
                 crate::channel::remote::check_crossing::<F>(self.trustee as usize);
@@ -483,6 +539,8 @@ impl<T: Send + 'static> Trust<T> {
                         c,
                     )
                 });
+                let _waiting =
+                    crate::runtime::stuck::Waiting::begin(cw, profile::WaitOn::Apply(self.trustee as usize), ty, key);
                 wait.wait_transfer()
             }
             _ => self.apply_unchecked(move |t| f(t, w)),
@@ -528,6 +586,9 @@ impl<T: Send + 'static> Trust<T> {
         match context::current() {
             Some(cw) if cw.shared.id == self.runtime && !cw.shared.is_local(self.trustee as usize) => {
                 let t = self.trustee as usize;
+                if profile::active() {
+                    profile::counters::request(cw, self.cell.as_ptr() as usize, std::any::type_name::<T>(), t);
+                }
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
                 // Refused before anything is serialized or queued.
                 crate::channel::remote::check_crossing::<F>(t);

@@ -396,7 +396,23 @@ impl Worker {
         slot.publish(lane.flag);
         drop(lane);
         self.shared.wake(t);
+        if crate::runtime::profile::active() {
+            crate::runtime::profile::counters::batch_sent(self, t, count);
+        }
         true
+    }
+
+    /// Requests to trustee `t` not yet answered: still queued, and in a
+    /// published batch (for stuck dumps).
+    pub(crate) fn backlog(&self, t: usize) -> (usize, usize) {
+        let l = self.lanes[t].borrow();
+        let in_flight = l.in_flight as usize;
+        (l.completions.len().saturating_sub(in_flight), in_flight)
+    }
+
+    /// Fibers alive on this worker.
+    pub(crate) fn live_fibers(&self) -> usize {
+        self.live.get()
     }
 
     pub(super) fn flush_all(&self) -> bool {

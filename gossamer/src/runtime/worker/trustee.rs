@@ -34,6 +34,12 @@ impl Worker {
                 continue;
             }
             let resp = self.shared.matrix.response(c, me);
+            let observed = if crate::runtime::profile::active() {
+                crate::runtime::profile::counters::batch_start(self)
+            } else {
+                None
+            };
+            let mut batch = 0usize;
             let g = self.enter_delegated();
             if self.shared.is_local(c) {
                 // SAFETY: the flag change means client `c` published a
@@ -42,6 +48,7 @@ impl Worker {
                 unsafe {
                     req.read(|r| {
                         let count = r.count() as usize;
+                        batch = count;
                         resp.write(FALLBACK_WORDS, |w| {
                             let mut out = Responder::new(w, count);
                             while let Some(rec) = r.next(record_words) {
@@ -64,6 +71,7 @@ impl Worker {
                 unsafe {
                     req.read(|r| {
                         let count = r.count() as usize;
+                        batch = count;
                         resp.write(FALLBACK_WORDS, |w| {
                             let mut out = Responder::far(w, count, far);
                             while let Some(rec) = r.next(record_words) {
@@ -78,6 +86,9 @@ impl Worker {
             resp.publish(flag);
             self.served[c].set(flag);
             self.shared.wake(c);
+            if let Some(start) = observed {
+                crate::runtime::profile::counters::batch_served(self, batch, start);
+            }
             did = true;
         }
         did

@@ -1,0 +1,215 @@
+//! `gossamer top` against a running program: the `top_demo` example of the
+//! `gossamer` crate (built on first use with
+//! `cargo build -p gossamer --example top_demo`, bounded), which serves its
+//! profile on a Unix socket. Every child is waited for or killed.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// One demo at a time: each keeps both cores busy.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn gossamer() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_gossamer"))
+}
+
+fn demo() -> PathBuf {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+            let mut child = Command::new(env!("CARGO"))
+                .current_dir(&root)
+                .args(["build", "-p", "gossamer", "--example", "top_demo"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            let mut err = String::new();
+            let status = wait_bounded(&mut child, Duration::from_secs(600));
+            let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            match status {
+                Some(s) if s.success() => {}
+                _ => return Err(format!("cargo build --example top_demo failed:\n{err}")),
+            }
+            let p = gossamer().parent().unwrap().join("examples").join("top_demo");
+            if p.is_file() {
+                Ok(p)
+            } else {
+                Err(format!("{} is missing after the build", p.display()))
+            }
+        })
+        .clone()
+        .unwrap()
+}
+
+/// Waits for `child` up to `limit`; kills it (and reaps it) after that.
+fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The demo, running for `secs` seconds at most (it stops earlier when
+/// [`Demo::finish`] closes its standard input), and its socket.
+struct Demo {
+    child: Child,
+    socket: PathBuf,
+    /// Its standard error so far (read all along, so that it never blocks).
+    stderr: Arc<Mutex<String>>,
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Demo {
+    fn start(secs: u64, extra: &[&str]) -> Demo {
+        let mut child = Command::new(demo())
+            .arg(secs.to_string())
+            .arg("--stdin")
+            .args(extra)
+            .stdin(Stdio::piped())
+            .env_remove("GOSSAMER_TOP_SOCKET")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start top_demo");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let (mut from, to) = (child.stderr.take().unwrap(), stderr.clone());
+        let stderr_reader = std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = from.read(&mut buf) {
+                to.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).expect("top_demo's first line");
+        let socket = PathBuf::from(line.trim().strip_prefix("top socket: ").expect(&line));
+        // The rest of its output is read when it ends.
+        child.stdout = Some(out.into_inner());
+        Demo { child, socket, stderr, stderr_reader: Some(stderr_reader) }
+    }
+
+    /// Waits (up to 30 s) until the demo's standard error holds `pat`.
+    fn wait_stderr(&self, pat: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let e = self.stderr.lock().unwrap().clone();
+            if e.contains(pat) {
+                return e;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "no {pat:?} on top_demo's stderr:\n{e}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Asks the demo to stop, waits for it, and returns what it printed
+    /// after the socket line.
+    fn finish(mut self) -> String {
+        drop(self.child.stdin.take());
+        let mut out = self.child.stdout.take().unwrap();
+        let out = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        let status = wait_bounded(&mut self.child, Duration::from_secs(60));
+        let rest = out.join().unwrap();
+        if let Some(r) = self.stderr_reader.take() {
+            let _ = r.join();
+        }
+        let err = self.stderr.lock().unwrap().clone();
+        assert!(status.is_some_and(|s| s.success()), "top_demo failed or hung: {status:?}\n{rest}\n{err}");
+        rest
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn top(args: &[&str]) -> (bool, String, String) {
+    let mut child = Command::new(gossamer())
+        .arg("top")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run gossamer top");
+    let status = wait_bounded(&mut child, Duration::from_secs(60));
+    let (mut out, mut err) = (String::new(), String::new());
+    let _ = child.stdout.take().unwrap().read_to_string(&mut out);
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    (status.is_some_and(|s| s.success()), out, err)
+}
+
+#[test]
+fn top_once_shows_the_hottest_trusts_of_a_running_program() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Demo::start(300, &[]);
+    assert!(d.socket.exists(), "{}", d.socket.display());
+    let socket = d.socket.to_str().unwrap().to_string();
+    let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.5"]);
+    assert!(ok, "gossamer top failed:\n{out}\n{err}");
+    assert!(out.contains(&format!("pid {}", d.child.id())), "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.starts_with("0x")).collect();
+    assert_eq!(rows.len(), 5, "four counters and a table:\n{out}");
+    // The hottest counter (7 of 10 requests) comes first.
+    assert!(rows[0].contains(" u64 ") && rows[0].contains("/s"), "{out}");
+    assert!(out.contains("HashMap<u64, String>"), "{out}");
+    assert!(out.contains("TRUSTEE") && out.lines().any(|l| l.starts_with("0 ") || l.starts_with("1 ")), "{out}");
+
+    // The same through --pid, twice.
+    let pid = d.child.id().to_string();
+    let (ok, out, err) = top(&["--pid", &pid, "--iterations", "2", "--interval", "0.3"]);
+    assert!(ok, "gossamer top --pid failed:\n{out}\n{err}");
+    assert_eq!(out.matches("gossamer top — pid").count(), 2, "{out}");
+
+    let socket_path = d.socket.clone();
+    let rest = d.finish();
+    assert!(rest.contains("shutdown clean: true"), "{rest}");
+    assert!(!socket_path.exists(), "the socket outlived the program");
+}
+
+#[test]
+fn top_stuck_names_the_deadlocked_launches() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Demo::start(300, &["--deadlock"]);
+    let socket = d.socket.to_str().unwrap().to_string();
+    let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.5", "--stuck"]);
+    assert!(ok, "gossamer top --stuck failed:\n{out}\n{err}");
+    assert!(out.contains("on launch on trustee 1 [gossamer::trust::latch::Latch<u32>"), "{out}");
+    assert!(out.contains("on launch on trustee 0 [gossamer::trust::latch::Latch<u32>"), "{out}");
+    assert_eq!(out.matches(" on latch [u32 ").count(), 2, "{out}");
+    // SIGUSR1 prints the same dump on the program's standard error.
+    // SAFETY: kill(2) on our own child, which is still running (it runs
+    // until `finish` closes its input, and is reaped there).
+    assert_eq!(unsafe { libc::kill(d.child.id() as libc::pid_t, libc::SIGUSR1) }, 0);
+    let err = d.wait_stderr("live fibers");
+    assert!(err.contains("gossamer stuck dump:") && err.contains("on launch on trustee 1"), "{err}");
+    let rest = d.finish();
+    // Shutdown abandons the deadlocked fibers.
+    assert!(rest.contains("shutdown clean: false"), "{rest}");
+}
+
+#[test]
+fn top_without_a_program_fails_clearly() {
+    let (ok, _, err) = top(&["--socket", "/nonexistent/gossamer-top-test.sock", "--once"]);
+    assert!(!ok);
+    assert!(err.contains("GOSSAMER_TOP=1"), "{err}");
+}

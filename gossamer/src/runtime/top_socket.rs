@@ -1,0 +1,166 @@
+//! The socket `gossamer top` reads: a Unix stream socket at
+//! `$GOSSAMER_TOP_SOCKET`, else `$XDG_RUNTIME_DIR/gossamer-<pid>.sock`,
+//! else `/tmp/gossamer-<pid>.sock`; created (mode 0600) at start when the
+//! builder or `GOSSAMER_TOP=1` asks for it, removed at shutdown.
+//!
+//! One client at a time sends commands, one per line, and gets answers:
+//!
+//! | command              | answer                                            |
+//! |----------------------|---------------------------------------------------|
+//! | `profile all`        | `ok` (profiles every trust and trustee)           |
+//! | `profile trustee N`  | `ok`                                              |
+//! | `profile off`        | `ok`                                              |
+//! | `reset`              | `ok` (zeroes the counters)                        |
+//! | `snapshot`           | the profile's line format (see `profile`), `end`  |
+//! | `stuck`              | the stuck dump as text, then a line `end`         |
+//! | anything else        | `error <reason>`                                  |
+
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use super::profile::{counters, Target};
+use super::shared::Shared;
+use super::stuck;
+
+/// Sockets being served, by runtime id.
+static SERVING: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
+
+/// The documented socket path for process `pid`.
+pub(crate) fn path_for(pid: u32) -> PathBuf {
+    if let Some(p) = std::env::var_os("GOSSAMER_TOP_SOCKET").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_dir())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    dir.join(format!("gossamer-{pid}.sock"))
+}
+
+pub(crate) fn serving(sh: &Shared) -> Option<PathBuf> {
+    SERVING.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(id, _)| *id == sh.id).map(|(_, p)| p.clone())
+}
+
+pub(crate) fn start(sh: &Arc<Shared>) {
+    let path = path_for(std::process::id());
+    if SERVING.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(_, p)| *p == path) {
+        tracing::warn!(path = %path.display(), "another runtime of this process serves gossamer top already");
+        return;
+    }
+    // A socket left by a dead process with our pid (pids are reused).
+    let _ = std::fs::remove_file(&path);
+    let listener = match UnixListener::bind(&path) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(path = %path.display(), "cannot serve gossamer top: {e}");
+            return;
+        }
+    };
+    // Only this user may switch profiling on or read the program's types.
+    let private = std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    if let Err(e) = private.and_then(|()| listener.set_nonblocking(true)) {
+        let _ = std::fs::remove_file(&path);
+        tracing::warn!("cannot serve gossamer top: {e}");
+        return;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let (weak, stop2) = (Arc::downgrade(sh), stop.clone());
+    let spawned = std::thread::Builder::new().name("gossamer-top".into()).spawn(move || serve(listener, weak, stop2));
+    let handle = match spawned {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::warn!("cannot serve gossamer top: {e}");
+            let _ = std::fs::remove_file(&path);
+            return;
+        }
+    };
+    tracing::info!(path = %path.display(), "serving gossamer top");
+    SERVING.lock().unwrap_or_else(|e| e.into_inner()).push((sh.id, path.clone()));
+    let id = sh.id;
+    sh.observe.services.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(move || {
+        stop.store(true, Ordering::Relaxed);
+        let _ = handle.join();
+        let _ = std::fs::remove_file(&path);
+        SERVING.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
+    }));
+}
+
+const POLL: Duration = Duration::from_millis(50);
+
+fn serve(listener: UnixListener, sh: Weak<Shared>, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = client(stream, &sh, &stop) {
+                    tracing::debug!("gossamer top client left: {e}");
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(POLL),
+            Err(e) => {
+                tracing::warn!("gossamer top socket: {e}");
+                std::thread::sleep(POLL);
+            }
+        }
+    }
+}
+
+fn client(stream: UnixStream, sh: &Weak<Shared>, stop: &AtomicBool) -> std::io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(POLL))?;
+    let mut out = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match reader.read_line(&mut line) {
+            Ok(0) => return Ok(()),
+            Ok(_) if !line.ends_with('\n') => continue,
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => continue,
+            Err(e) => return Err(e),
+        }
+        let Some(sh) = sh.upgrade().filter(|s| !s.stopped()) else { return Ok(()) };
+        let answer = answer(&sh, line.trim());
+        line.clear();
+        out.write_all(answer.as_bytes())?;
+    }
+}
+
+/// The answer to one command.
+pub(crate) fn answer(sh: &Shared, cmd: &str) -> String {
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    match words.as_slice() {
+        ["profile", "all"] => {
+            sh.observe.enable(Target::All);
+            "ok\n".into()
+        }
+        ["profile", "off"] => {
+            sh.observe.disable_all();
+            "ok\n".into()
+        }
+        ["profile", "trustee", n] => match n.parse::<usize>() {
+            Ok(t) if t < sh.n => {
+                sh.observe.enable(Target::Trustee(t));
+                "ok\n".into()
+            }
+            _ => format!("error no trustee {n}\n"),
+        },
+        ["reset"] => {
+            counters::reset(sh);
+            "ok\n".into()
+        }
+        ["snapshot"] => counters::collect(sh).to_lines(sh.n),
+        ["stuck"] => {
+            let mut s = stuck::dump(sh).to_string();
+            s.push_str("end\n");
+            s
+        }
+        _ => format!("error unknown command {:?}\n", cmd.chars().take(64).collect::<String>()),
+    }
+}
