@@ -233,8 +233,9 @@ fn expect_msg(s: &mut Stream, rank: usize, what: &str, timeout: Duration) -> Res
 fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     let listener = role.rendezvous.listen().map_err(io_err("cannot listen at the rendezvous"))?;
     let socket_path = role.rendezvous.path().map(|p| p.to_path_buf());
+    let unlink = socket_path.clone();
     let _remove_socket = scopeguard(move || {
-        if let Some(p) = socket_path {
+        if let Some(p) = unlink {
             let _ = std::fs::remove_file(p);
         }
     });
@@ -279,6 +280,14 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
             }
             Err(e) => return Err(io_err("accepting a process")(e)),
         }
+    }
+
+    // Everyone is here: the rendezvous has served. Remove its socket now,
+    // not only on return, since a program may end with `exit` (fate
+    // sharing, or `main` ending the process) without unwinding to here.
+    drop(listener);
+    if let Some(p) = &socket_path {
+        let _ = std::fs::remove_file(p);
     }
 
     // Everyone must run this very binary, with the same shape.
