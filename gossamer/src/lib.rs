@@ -51,8 +51,12 @@ mod trust;
 
 pub use error::{Error, JoinError, Panicked};
 pub use rack::{entrust_on, main, spawn_with, topology, Topology};
-pub use runtime::{Builder, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker};
-pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef};
+pub use runtime::{
+    Builder, Handle, JoinFuture, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker,
+};
+pub use trust::{
+    block_on, local_trustee, trustee, ApplyFuture, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef,
+};
 
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;
