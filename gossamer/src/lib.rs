@@ -31,6 +31,13 @@
 //! * [`Trust::launch`] on a `Trust<Latch<T>>`: run a closure that may itself
 //!   block, in a fiber on the trustee.
 //!
+//! From async code — tokio's multi-thread runtime or any other executor —
+//! [`Trust::apply_async`] and [`Trust::apply_with_async`] return a future
+//! ([`ApplyFuture`]) instead of waiting, so no executor thread blocks and a
+//! task may keep many requests in flight; [`Runtime::handle`] gives tasks a
+//! cheap, cloneable [`Handle`], and [`block_on`] waits for a future inside a
+//! fiber. The library depends on no executor.
+//!
 //! Delegated closures run to completion and may not block: a blocking call
 //! in one panics with a message naming `launch`. They may not capture
 //! references or raw pointers, and a closure whose trustee is in another

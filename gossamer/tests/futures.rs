@@ -480,6 +480,26 @@ fn awaiting_inside_fibers() {
 }
 
 #[test]
+fn a_fiber_of_one_runtime_awaits_a_trust_of_another() {
+    within(60, || {
+        let a = gossamer::Runtime::builder().workers(2).build().unwrap();
+        let b = gossamer::Runtime::builder().workers(2).build().unwrap();
+        let counter = b.entrust(0u64);
+        let c = counter.clone();
+        let n = a.block_on(move || {
+            let fs: Vec<_> = (0..100).map(|_| c.apply_async(|v| *v += 1)).collect();
+            for f in fs {
+                gossamer::block_on(f);
+            }
+            gossamer::block_on(c.apply_async(|v| *v))
+        });
+        assert_eq!(n, 100);
+        assert!(b.shutdown().clean);
+        assert!(a.shutdown().clean);
+    });
+}
+
+#[test]
 fn apply_async_in_delegated_context_does_not_block() {
     within(60, || {
         let rt = gossamer::Runtime::builder().workers(2).build().unwrap();

@@ -586,14 +586,14 @@ impl<T: Send + 'static> Trust<T> {
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         match context::current() {
-            Some(w) => {
-                assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+            Some(w) if w.shared.id == self.runtime => {
                 let done = Arc::new(future::Done::new());
                 let d = done.clone();
                 self.try_apply_then(f, move |r: Result<U, Panicked>| d.complete(Some(r.map_err(Panicked::into_panic))));
                 ApplyFuture::from_done(done)
             }
-            None => self.submit_outside(f),
+            // Outside the runtime (a worker of another runtime counts).
+            _ => self.submit_outside(f),
         }
     }
 
@@ -627,8 +627,7 @@ impl<T: Send + 'static> Trust<T> {
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         match context::current() {
-            Some(cw) => {
-                assert!(cw.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+            Some(cw) if cw.shared.id == self.runtime => {
                 let done = Arc::new(future::Done::new());
                 let d = done.clone();
                 self.try_apply_with_then(f, w, move |r: Result<U, Panicked>| {
@@ -636,7 +635,7 @@ impl<T: Send + 'static> Trust<T> {
                 });
                 ApplyFuture::from_done(done)
             }
-            None => self.submit_outside(move |t: &mut T| f(t, w)),
+            _ => self.submit_outside(move |t: &mut T| f(t, w)),
         }
     }
 
