@@ -288,7 +288,9 @@ impl Worker {
                 p = next;
             }
         }
-        self.release_doomed();
+        if !self.doomed.borrow().is_empty() {
+            self.release_doomed();
+        }
         true
     }
 
