@@ -81,6 +81,9 @@ pub enum Cmd {
     /// the working tree), runs `micro` and a slice of `faa` of both,
     /// interleaved, and prints the gain per figure.
     Compare(CompareArgs),
+    /// Counters updated by tokio tasks: std and tokio mutexes against
+    /// `apply_async`, against the number of counters.
+    Tokio(TokioArgs),
     /// Everything above, in order.
     All,
 }
@@ -128,6 +131,29 @@ pub struct MapArgs {
     /// Key distributions [default: uniform,zipf].
     #[arg(long, value_delimiter = ',')]
     pub dist: Vec<Dist>,
+    /// Variants to run (comma separated names) [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub variants: Vec<String>,
+}
+
+/// Options of `tokio`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TokioArgs {
+    /// Object counts to sweep (comma separated) [default: 1,10,...,10^6; quick: 1,1000,10^6].
+    #[arg(long, value_delimiter = ',')]
+    pub objects: Vec<u64>,
+    /// tokio tasks updating the counters [default: 256].
+    #[arg(long)]
+    pub tasks: Option<usize>,
+    /// Worker threads of the tokio runtime [default: --threads].
+    #[arg(long)]
+    pub tokio_threads: Option<usize>,
+    /// Worker threads (trustees) of the gossamer runtime, beside tokio's [default: threads/2, at least 1].
+    #[arg(long)]
+    pub trustees: Option<usize>,
+    /// Requests each task keeps in flight in `apply-async-window` [default: 16].
+    #[arg(long)]
+    pub task_window: Option<usize>,
     /// Variants to run (comma separated names) [default: all].
     #[arg(long, value_delimiter = ',')]
     pub variants: Vec<String>,

@@ -4,11 +4,13 @@
 //! `latency` (latency against offered load), `map` (concurrent map
 //! throughput against table size and write ratio), `micro` (fiber switch,
 //! round trip, one trustee's throughput, local shortcut, idle CPU, wake-up
-//! latency), `compare` (the same figures at two commits, interleaved) and
-//! `all`. Each prints the machine and configuration, a table
-//! of medians with Trust-over-best-lock ratios, and writes CSV files and
-//! PNG plots to the results folder. Each verifies its final counts or map
-//! contents: exit status 2 on a mismatch, 1 on any other error.
+//! latency), `tokio` (counters updated by tokio tasks: std and tokio
+//! mutexes against `apply_async`), `compare` (the same figures at two
+//! commits, interleaved) and `all`. Each prints the machine and
+//! configuration, a table of medians with Trust-over-best-lock ratios, and
+//! writes CSV files and PNG plots to the results folder. Each verifies its
+//! final counts or map contents: exit status 2 on a mismatch, 1 on any
+//! other error.
 
 mod cli;
 mod compare;
@@ -25,6 +27,7 @@ mod progress;
 mod report;
 mod settings;
 mod tally;
+mod tokio_faa;
 mod trust_env;
 mod work;
 
@@ -71,11 +74,13 @@ fn run(cli: &Cli) -> Result<()> {
         Cmd::Map(a) => map::run(&s, a)?,
         Cmd::Micro(a) => micro::run(&s, a)?,
         Cmd::Compare(_) => unreachable!("handled above"),
+        Cmd::Tokio(a) => tokio_faa::run(&s, a)?,
         Cmd::All => {
             faa::run(&s, &Default::default())?;
             latency::run(&s, &Default::default())?;
             map::run(&s, &Default::default())?;
             micro::run(&s, &Default::default())?;
+            tokio_faa::run(&s, &Default::default())?;
         }
     }
     let name = match &cli.cmd {
@@ -84,6 +89,7 @@ fn run(cli: &Cli) -> Result<()> {
         Cmd::Map(_) => "map",
         Cmd::Micro(_) => "micro",
         Cmd::Compare(_) => "compare",
+        Cmd::Tokio(_) => "tokio",
         Cmd::All => "all",
     };
     let elapsed = started.elapsed();

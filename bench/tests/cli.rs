@@ -152,6 +152,17 @@ fn micro_runs_and_verifies() {
 }
 
 #[test]
+fn tokio_runs_and_verifies() {
+    let d = out_dir("tokio");
+    let o = bench(&d, &args(&["tokio", "--objects", "1,64", "--tasks", "32", "--trustees", "2"]));
+    check_ok(&d, &o, &["tokio.csv", "tokio_summary.csv", "tokio.png", "tokio_run.txt"]);
+    let stdout = text(&o.stdout);
+    for v in ["std-mutex", "tokio-mutex", "apply-async", "apply-async-window"] {
+        assert!(stdout.contains(v), "variant {v} missing:\n{stdout}");
+    }
+}
+
+#[test]
 fn all_runs_every_benchmark() {
     let d = out_dir("all");
     let o = bench(&d, &args(&["--no-plots", "all"]));
@@ -163,6 +174,7 @@ fn all_runs_every_benchmark() {
             "latency_uniform_64_summary.csv",
             "map_writes_zipf_summary.csv",
             "micro_summary.csv",
+            "tokio_summary.csv",
             "all_run.txt",
         ],
     );
@@ -179,6 +191,10 @@ fn wrong_counts_fail_every_subcommand() {
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "trust-apply"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "zipf", "--variants", "scc"],
         vec!["micro", "--ops", "100"],
+        vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "apply-async"],
+        vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "apply-async-window"],
+        vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "std-mutex"],
+        vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "tokio-mutex"],
     ] {
         let mut a = args(&["--fault", "--no-plots"]);
         a.extend(cmd);

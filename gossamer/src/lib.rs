@@ -33,7 +33,14 @@
 //!
 //! Built from trusts, [`objects`] adds what whole programs need across
 //! threads and processes: data-affine [`spawn_to`], a [`Barrier`], bounded
-//! channels and a broadcast ring.
+//! channels, a broadcast ring and shared read-only values.
+//!
+//! From async code — tokio's multi-thread runtime or any other executor —
+//! [`Trust::apply_async`] and [`Trust::apply_with_async`] return a future
+//! ([`ApplyFuture`]) instead of waiting, so no executor thread blocks and a
+//! task may keep many requests in flight; [`Runtime::handle`] gives tasks a
+//! cheap, cloneable [`Handle`], and [`block_on`] waits for a future inside a
+//! fiber. The library depends on no executor.
 //!
 //! Delegated closures run to completion and may not block: a blocking call
 //! in one panics with a message naming `launch`. They may not capture
@@ -58,8 +65,12 @@ pub use error::{Error, JoinError, Panicked};
 pub use objects::{spawn_to, spawn_to_with, Barrier};
 pub use rack::{entrust_on, main, spawn_with, topology, Topology};
 pub use runtime::profile;
-pub use runtime::{Builder, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker};
-pub use trust::{local_trustee, trustee, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef};
+pub use runtime::{
+    Builder, Handle, JoinFuture, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker,
+};
+pub use trust::{
+    block_on, local_trustee, trustee, ApplyFuture, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef,
+};
 
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;

@@ -1,7 +1,10 @@
 //! Spawning fibers and joining them.
 
+use std::future::{Future, IntoFuture};
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::thread::{self, Thread};
 
 use super::context;
@@ -13,6 +16,7 @@ enum Joiner {
     None,
     Fiber { runtime: u64, worker: usize, fiber: u32 },
     Thread(Thread),
+    Task(Waker),
 }
 
 struct State<R> {
@@ -22,6 +26,20 @@ struct State<R> {
 
 /// Owned permission to wait for a fiber's result, like
 /// `std::thread::JoinHandle`. Dropping it detaches the fiber.
+///
+/// `.await` on it ([`IntoFuture`]) waits for the same result without
+/// blocking, so a task of any executor can await a fiber
+/// (`gossamer::block_on(handle.into_future())` waits for it anywhere):
+///
+/// ```
+/// # fn main() {
+/// let rt = gossamer::Runtime::builder().workers(2).build().unwrap();
+/// let h = rt.handle();
+/// let tokio_rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// let r = tokio_rt.block_on(async move { h.spawn(|| 6 * 7).await });
+/// assert_eq!(r.unwrap(), 42);
+/// # }
+/// ```
 pub struct JoinHandle<R> {
     state: Arc<Mutex<State<R>>>,
 }
@@ -77,6 +95,47 @@ impl<R> JoinHandle<R> {
     }
 }
 
+impl<R> IntoFuture for JoinHandle<R> {
+    type Output = Result<R, JoinError>;
+    type IntoFuture = JoinFuture<R>;
+
+    fn into_future(self) -> JoinFuture<R> {
+        JoinFuture { state: Some(self.state) }
+    }
+}
+
+/// A future of a fiber's result: what `.await` on a [`JoinHandle`] waits
+/// on (`handle.into_future()`). Dropping it detaches the fiber.
+#[must_use = "dropping a JoinFuture detaches the fiber"]
+pub struct JoinFuture<R> {
+    state: Option<Arc<Mutex<State<R>>>>,
+}
+
+impl<R> Future for JoinFuture<R> {
+    type Output = Result<R, JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let state = self.state.as_ref().expect("gossamer: a JoinFuture was polled after it returned its result");
+        let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(r) = s.result.take() {
+            drop(s);
+            self.state = None;
+            return Poll::Ready(r.map_err(Panicked::new));
+        }
+        match &s.joiner {
+            Joiner::Task(w) if w.will_wake(cx.waker()) => {}
+            _ => s.joiner = Joiner::Task(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl<R> std::fmt::Debug for JoinFuture<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinFuture").finish_non_exhaustive()
+    }
+}
+
 /// A handle whose fiber runs in another process: the state is leaked as a
 /// raw pointer that travels there and back, and is reclaimed by
 /// [`finish_remote`].
@@ -106,6 +165,7 @@ fn complete<R>(state: &Mutex<State<R>>, r: thread::Result<R>) {
     match joiner {
         Joiner::None => {}
         Joiner::Thread(t) => t.unpark(),
+        Joiner::Task(w) => w.wake(),
         Joiner::Fiber { runtime, worker, fiber } => {
             let w = context::current().expect("fiber finished outside its runtime");
             debug_assert_eq!(w.shared.id, runtime);

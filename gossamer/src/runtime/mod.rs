@@ -3,6 +3,7 @@
 mod builder;
 pub(crate) mod context;
 mod fence;
+mod handle;
 pub(crate) mod join;
 mod observe;
 pub(crate) mod park;
@@ -21,7 +22,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use builder::Builder;
-pub use join::JoinHandle;
+pub use handle::Handle;
+pub use join::{JoinFuture, JoinHandle};
 pub use parker::{Parker, Unparker};
 pub use pool::ThreadPool;
 
@@ -118,6 +120,12 @@ impl Runtime {
         Ok(Runtime { shared, threads })
     }
 
+    /// A cheap, cloneable handle to this runtime, for code that does not
+    /// own it: tokio tasks, other threads (see [`Handle`]).
+    pub fn handle(&self) -> Handle {
+        Handle::new(self.shared.clone())
+    }
+
     /// Number of worker threads.
     pub fn threads(&self) -> usize {
         self.shared.n
@@ -169,9 +177,7 @@ impl Runtime {
         F: FnOnce() -> R + Send + 'static,
         R: Send + 'static,
     {
-        let r = self.shared.client_workers();
-        let k = r.start + self.shared.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
-        join::spawn_at(&self.shared, k, f)
+        handle::spawn(&self.shared, f)
     }
 
     /// Starts a fiber on worker `thread`.
@@ -189,16 +195,13 @@ impl Runtime {
 
     /// Trustee `index`.
     pub fn trustee(&self, index: usize) -> TrusteeRef {
-        assert!(index < self.shared.n, "gossamer: no trustee {index} (the runtime has {})", self.shared.n);
-        TrusteeRef::new(index, self.shared.id)
+        handle::trustee(&self.shared, index)
     }
 
     /// Entrusts `value` to a trustee chosen round-robin (the dedicated ones
     /// if there are any).
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
-        let r = self.shared.trustee_range();
-        let k = r.start + self.shared.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
-        self.trustee(k).entrust(value)
+        handle::entrust(&self.shared, value)
     }
 
     pub(crate) fn shared(&self) -> Arc<Shared> {

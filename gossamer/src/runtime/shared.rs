@@ -3,8 +3,10 @@
 //! threads outside the runtime, and where this process's threads sit among
 //! all threads of the program. Also the process-wide list of live runtimes.
 
+use std::cell::Cell;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::thread::Thread;
 use std::time::Duration;
@@ -85,6 +87,107 @@ pub(crate) struct Local {
     pub(crate) thread: OnceLock<Thread>,
     pub(crate) has_inject: AtomicBool,
     pub(crate) inject: Mutex<Vec<Task>>,
+    /// Asynchronous requests from outside the runtime (`apply_async`).
+    pub(crate) submissions: Submissions,
+}
+
+/// The front of a request submitted from outside the runtime: a node of
+/// the trustee's [`Submissions`] stack. The rest of the request follows it
+/// (`repr(C)`), and `run` knows its type.
+#[repr(C)]
+pub(crate) struct SubNode {
+    /// The next node: older while on the stack, newer once taken.
+    pub(crate) next: AtomicPtr<SubNode>,
+    /// Runs the request on its trustee (`Some`), or abandons it at shutdown
+    /// (`None`); either way, releases the stack's reference to the node.
+    pub(crate) run: unsafe fn(*mut SubNode, Option<&super::worker::Worker>),
+}
+
+impl SubNode {
+    pub(crate) fn new(run: unsafe fn(*mut SubNode, Option<&super::worker::Worker>)) -> Self {
+        SubNode { next: AtomicPtr::new(ptr::null_mut()), run }
+    }
+}
+
+/// The queue through which threads outside the runtime hand asynchronous
+/// requests to one trustee: a lock-free stack that producers push onto
+/// with one compare-and-swap and the trustee takes whole with one swap,
+/// then reverses, so that requests run in the order they were pushed.
+/// Closed for good (a sentinel head) when the trustee stops: pushes then
+/// fail, and the caller abandons the request itself.
+#[repr(align(128))]
+pub(crate) struct Submissions {
+    head: AtomicPtr<SubNode>,
+}
+
+impl Submissions {
+    fn new() -> Self {
+        Submissions { head: AtomicPtr::new(ptr::null_mut()) }
+    }
+
+    fn closed() -> *mut SubNode {
+        ptr::NonNull::<SubNode>::dangling().as_ptr()
+    }
+
+    /// Pushes `node`; `Ok(true)` if the stack was empty (the trustee may
+    /// need waking), `Err(())` if the trustee has stopped.
+    ///
+    /// # Safety
+    /// `node` must be a valid node that is on no stack; on `Ok` the stack
+    /// owns one reference to it until its `run` is called.
+    pub(crate) unsafe fn push(&self, node: *mut SubNode) -> Result<bool, ()> {
+        let mut head = self.head.load(Ordering::Relaxed);
+        loop {
+            if head == Self::closed() {
+                return Err(());
+            }
+            // SAFETY: per the contract the node is valid and not yet shared
+            // through the stack.
+            unsafe { (*node).next.store(head, Ordering::Relaxed) };
+            match self.head.compare_exchange_weak(head, node, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return Ok(head.is_null()),
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Whether anything waits (as the trustee sees it: everything pushed
+    /// before what it has synchronised with is seen).
+    pub(crate) fn is_empty(&self) -> bool {
+        let h = self.head.load(Ordering::Acquire);
+        h.is_null() || h == Self::closed()
+    }
+
+    /// Takes everything pushed so far; returns the oldest node, linked to
+    /// the newer ones through `next` (null: nothing).
+    pub(crate) fn take(&self) -> *mut SubNode {
+        if self.head.load(Ordering::Relaxed).is_null() {
+            return ptr::null_mut();
+        }
+        Self::reverse(self.head.swap(ptr::null_mut(), Ordering::Acquire))
+    }
+
+    /// Closes the stack for good; returns what was on it, oldest first.
+    pub(crate) fn close(&self) -> *mut SubNode {
+        let h = self.head.swap(Self::closed(), Ordering::Acquire);
+        if h == Self::closed() {
+            return ptr::null_mut();
+        }
+        Self::reverse(h)
+    }
+
+    fn reverse(mut p: *mut SubNode) -> *mut SubNode {
+        let mut prev = ptr::null_mut();
+        while !p.is_null() {
+            // SAFETY: nodes on the stack stay valid until run, and once
+            // taken only the trustee touches their links.
+            let next = unsafe { (*p).next.load(Ordering::Relaxed) };
+            unsafe { (*p).next.store(prev, Ordering::Relaxed) };
+            prev = p;
+            p = next;
+        }
+        prev
+    }
 }
 
 pub(crate) struct Shared {
@@ -150,6 +253,7 @@ impl Shared {
                     thread: OnceLock::new(),
                     has_inject: AtomicBool::new(false),
                     inject: Mutex::new(Vec::new()),
+                    submissions: Submissions::new(),
                 })
                 .collect(),
             local,
@@ -175,6 +279,25 @@ impl Shared {
     pub(crate) fn find(id: u64) -> Option<Arc<Shared>> {
         let live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
         live.iter().find(|(i, _)| *i == id).and_then(|(_, w)| w.upgrade()).filter(|s| !s.stopped())
+    }
+
+    /// Runs `f` with the live runtime `id`, from a thread outside it,
+    /// without the global lookup each time: the last runtime used is kept
+    /// in a thread-local (no atomic operation on the way), until it stops.
+    /// `None` if that runtime has shut down.
+    pub(crate) fn with_outside<R>(id: u64, f: impl FnOnce(&Arc<Shared>) -> R) -> Option<R> {
+        thread_local! {
+            static LAST: Cell<Option<Arc<Shared>>> = const { Cell::new(None) };
+        }
+        // Taken out while in use, so that a nested call cannot drop it.
+        let cached = LAST.try_with(Cell::take).ok().flatten();
+        let s = match cached {
+            Some(s) if s.id == id && !s.stopped() => s,
+            _ => Shared::find(id)?,
+        };
+        let r = f(&s);
+        let _ = LAST.try_with(|c| c.set(Some(s)));
+        Some(r)
     }
 
     pub(crate) fn unregister(&self) {
@@ -259,6 +382,25 @@ impl Shared {
             node.has_inject.store(true, Ordering::Release);
         }
         self.wake(t);
+    }
+
+    /// Hands an asynchronous request to local worker `t` from a thread
+    /// outside the runtime, waking it if need be. `false` if the worker has
+    /// stopped: the request was not queued.
+    ///
+    /// # Safety
+    /// As [`Submissions::push`].
+    pub(crate) unsafe fn submit(&self, t: usize, node: *mut SubNode) -> bool {
+        // SAFETY: per the contract.
+        match unsafe { self.local_worker(t).submissions.push(node) } {
+            Ok(was_empty) => {
+                if was_empty {
+                    self.wake(t);
+                }
+                true
+            }
+            Err(()) => false,
+        }
     }
 
     /// Records a panic that no caller could receive.

@@ -1,7 +1,10 @@
+// NOTE FOR THE ENGINEER ON BRANCH async13: before changing anything, read /tmp/rules_async13.txt
+// (rules, hard deadline 08:30 UTC, and the full issue text), then delete these two lines.
 //! `Trust<T>`: the handle through which fibers on any thread delegate
 //! closures to a property owned by one trustee thread.
 
 pub(crate) mod delegable;
+pub(crate) mod future;
 mod latch;
 pub(crate) mod property;
 mod pull;
@@ -27,6 +30,7 @@ use crate::runtime::shared::Shared;
 use crate::runtime::worker::{Completion, Worker};
 
 pub use delegable::{Delegable, Transferable};
+pub use future::{block_on, ApplyFuture};
 pub use latch::{Latch, LatchGuard};
 use property::PropertyCell;
 pub use trustee::{local_trustee, trustee, TrusteeRef};
@@ -601,6 +605,127 @@ impl<T: Send + 'static> Trust<T> {
         }
     }
 
+    /// Runs `f` on the trustee and returns a future for its result, from
+    /// any thread: a task of any executor (tokio's multi-thread runtime, for
+    /// one), a plain thread, or a fiber. Nothing blocks: the request is
+    /// handed to the trustee at once (before the first poll), and the
+    /// trustee's answer wakes the task. Issue as many as you like before
+    /// awaiting them; from one thread they run in the order issued.
+    ///
+    /// From outside the runtime the request goes through the trustee's
+    /// submission queue (one compare-and-swap to issue it, no lock); on a
+    /// worker thread it goes like [`try_apply_then`](Trust::try_apply_then),
+    /// so it is allowed in delegated context too. In a fiber, wait for it
+    /// with [`gossamer::block_on`](crate::block_on).
+    ///
+    /// A panic in `f` is resumed where the future is polled. Dropping the
+    /// future is always safe: see [`ApplyFuture`] for what happens to a
+    /// request whose future is gone.
+    ///
+    /// ```
+    /// # fn main() {
+    /// let rt = gossamer::Runtime::builder().workers(2).build().unwrap();
+    /// let counter = rt.entrust(0u64);
+    /// let tokio_rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).build().unwrap();
+    /// let total = tokio_rt.block_on(async move {
+    ///     let tasks: Vec<_> = (0..100)
+    ///         .map(|_| {
+    ///             let c = counter.clone();
+    ///             tokio::spawn(async move { c.apply_async(|v| *v += 1).await })
+    ///         })
+    ///         .collect();
+    ///     for t in tasks {
+    ///         t.await.unwrap();
+    ///     }
+    ///     counter.apply_async(|v| *v).await
+    /// });
+    /// assert_eq!(total, 100);
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// From outside the runtime, if it has shut down, or if the trustee is
+    /// in another process (delegate from a fiber there, or use
+    /// [`Handle::spawn`](crate::Handle::spawn)).
+    pub fn apply_async<F, U>(&self, f: F) -> ApplyFuture<U>
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with_async`
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+    {
+        match context::current() {
+            Some(w) if w.shared.id == self.runtime => {
+                let done = Arc::new(future::Done::new());
+                let d = done.clone();
+                self.try_apply_then(f, move |r: Result<U, Panicked>| d.complete(Some(r.map_err(Panicked::into_panic))));
+                ApplyFuture::from_done(done)
+            }
+            // Outside the runtime (a worker of another runtime counts).
+            _ => self.submit_outside(f),
+        }
+    }
+
+    /// Like [`apply_async`](Trust::apply_async), with an argument passed to
+    /// the closure by value, as in [`apply_with`](Trust::apply_with): heap
+    /// or variable-size data the closure may not capture.
+    ///
+    /// ```
+    /// # fn main() {
+    /// use std::collections::HashMap;
+    /// let rt = gossamer::Runtime::builder().workers(2).build().unwrap();
+    /// let table = rt.entrust(HashMap::<String, u64>::new());
+    /// let n = gossamer::block_on(table.apply_with_async(
+    ///     |t, key: String| {
+    ///         *t.entry(key).or_insert(0) += 1;
+    ///         t.len()
+    ///     },
+    ///     "greeting".to_string(),
+    /// ));
+    /// assert_eq!(n, 1);
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    /// As [`apply_async`](Trust::apply_async).
+    pub fn apply_with_async<F, V, U>(&self, f: F, w: V) -> ApplyFuture<U>
+    where
+        F: FnOnce(&mut T, V) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with_async`
+        V: Transferable, // serialized across processes: must own its data, no reference or pointer
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+    {
+        match context::current() {
+            Some(cw) if cw.shared.id == self.runtime => {
+                let done = Arc::new(future::Done::new());
+                let d = done.clone();
+                self.try_apply_with_then(f, w, move |r: Result<U, Panicked>| {
+                    d.complete(Some(r.map_err(Panicked::into_panic)))
+                });
+                ApplyFuture::from_done(done)
+            }
+            _ => self.submit_outside(move |t: &mut T| f(t, w)),
+        }
+    }
+
+    /// From a thread outside the runtime: queue the request with its
+    /// trustee (see `trust::future`).
+    fn submit_outside<F, U>(&self, f: F) -> ApplyFuture<U>
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Send + 'static,
+    {
+        let t = self.trustee as usize;
+        Shared::with_outside(self.runtime, |s| {
+            assert!(
+                s.is_local(t),
+                "gossamer: a thread outside the runtime cannot delegate to a trustee in another process; spawn a \
+                 fiber (Handle::spawn) and delegate from there"
+            );
+            future::submit(s, t, self.cell.as_ptr(), f)
+        })
+        .unwrap_or_else(|| panic!("gossamer: the runtime that owns this Trust has shut down"))
+    }
+
     /// Toggles `id` in the property's id set, from wherever we are.
     fn toggle(&self, id: u64) {
         toggle_anywhere(self.cell.as_ptr() as *mut property::Header, self.trustee as usize, self.runtime, id);
@@ -649,7 +774,7 @@ fn toggle_anywhere(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
             return;
         }
     }
-    if let Some(s) = Shared::find(runtime) {
+    Shared::with_outside(runtime, |s| {
         s.inject(
             t,
             Box::new(move || {
@@ -659,8 +784,8 @@ fn toggle_anywhere(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
                     unsafe { property::toggle(w, cell.0, id) }
                 }
             }),
-        );
-    }
+        )
+    });
 }
 
 impl<T> std::fmt::Debug for Trust<T> {

@@ -6,6 +6,14 @@
 //! asynchronously, from any thread and from delegated context, in any order:
 //! the set is empty exactly when the last trust is gone, and then the
 //! trustee drops the property, once. All of this runs on the trustee thread.
+//!
+//! Requests from threads outside the runtime (`apply_async`) travel apart
+//! from the toggles, through the trustee's submission queue, so one may
+//! still be queued when the last trust's toggle arrives. Every such request
+//! was queued before its trust was dropped, though; so a property whose set
+//! becomes empty while anything is queued (or a taken batch runs) is only
+//! *doomed*, and dropped once the batches that may hold its requests have
+//! run (`Worker::release_doomed`).
 
 use std::cell::{Cell, UnsafeCell};
 
@@ -14,6 +22,8 @@ use crate::runtime::worker::Worker;
 const UNREGISTERED: u8 = 0;
 const REGISTERED: u8 = 1;
 const ORPHANED: u8 = 2;
+/// Registered, no trust left, waiting for requests from outside.
+const DOOMED: u8 = 3;
 
 /// The type-erased front of a [`PropertyCell`].
 #[repr(C)]
@@ -70,6 +80,11 @@ pub(crate) unsafe fn register(w: &Worker, h: *mut Header) {
             w.register(h);
         }
         // Every trust was dropped before the registration arrived.
+        ORPHANED if w.outside_may_refer() => {
+            state.set(DOOMED);
+            w.register(h);
+            w.doom(h);
+        }
         // SAFETY: nothing else refers to the property any more.
         ORPHANED => unsafe { ((*h).drop_fn)(h) },
         _ => unreachable!("gossamer: property registered twice"),
@@ -96,10 +111,15 @@ pub(crate) unsafe fn toggle(w: &Worker, h: *mut Header, id: u64) {
         }
         None => ids.push(id),
     }
+    // SAFETY: `h` is live.
+    let state = unsafe { &(*h).state };
     if ids.is_empty() {
-        // SAFETY: `h` is live; with an empty set no trust refers to it.
-        let state = unsafe { &(*h).state };
+        // With an empty set no trust refers to it.
         match state.get() {
+            REGISTERED if w.outside_may_refer() => {
+                state.set(DOOMED);
+                w.doom(h);
+            }
             REGISTERED => {
                 w.unregister(h);
                 // SAFETY: unregistered just now, so dropped only here.
@@ -108,5 +128,26 @@ pub(crate) unsafe fn toggle(w: &Worker, h: *mut Header, id: u64) {
             UNREGISTERED => state.set(ORPHANED),
             _ => unreachable!("gossamer: trust id toggled on a dropped property"),
         }
+    } else if state.get() == DOOMED {
+        // A toggle that trailed the others (a clone's, say) arrived after
+        // the set had emptied: the property has a trust again.
+        state.set(REGISTERED);
+        w.undoom(h);
+    }
+}
+
+/// Drops a doomed property (see the module documentation), unless it got
+/// a trust again meanwhile.
+///
+/// # Safety
+/// `h` must be a live header whose trustee is `w`, doomed there, with no
+/// request from outside the runtime left that refers to it.
+pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
+    // SAFETY: per the contract, `h` is live and only this thread touches it.
+    let state = unsafe { &(*h).state };
+    if state.get() == DOOMED {
+        w.unregister(h);
+        // SAFETY: unregistered just now, so dropped only here.
+        unsafe { ((*h).drop_fn)(h) }
     }
 }

@@ -33,7 +33,8 @@ impl Worker {
     pub(super) fn has_incoming(&self) -> bool {
         let me = self.index;
         let sh = &self.shared;
-        if sh.local_worker(me).has_inject.load(Ordering::Relaxed) || sh.stopped() {
+        let local = sh.local_worker(me);
+        if local.has_inject.load(Ordering::Relaxed) || !local.submissions.is_empty() || sh.stopped() {
             return true;
         }
         (0..sh.n).any(|c| {

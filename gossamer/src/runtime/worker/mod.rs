@@ -60,6 +60,14 @@ pub(crate) struct Worker {
     quiet: Cell<bool>,
     /// Local-shortcut `apply` calls since the running fiber last suspended.
     local_streak: Cell<u32>,
+    /// Batches of outside submissions taken so far.
+    batches: Cell<u64>,
+    /// True while a taken batch of outside submissions runs.
+    draining: Cell<bool>,
+    /// Properties whose last trust is gone while requests from outside the
+    /// runtime may still be queued for them, each with the number of
+    /// batches taken when it was doomed (see `property::toggle`).
+    doomed: RefCell<Vec<(u64, *mut Header)>>,
 }
 
 /// Restores the delegated-context flag when dropped.
@@ -100,6 +108,9 @@ impl Worker {
             rr: Cell::new(index),
             quiet: Cell::new(false),
             local_streak: Cell::new(0),
+            batches: Cell::new(0),
+            draining: Cell::new(false),
+            doomed: RefCell::new(Vec::new()),
             shared,
         }
     }
@@ -221,23 +232,117 @@ impl Worker {
 
     // ----- the loop ------------------------------------------------------
 
+    /// Runs what threads outside the runtime handed over: injected tasks
+    /// and submitted requests. The tasks are taken first and run last, so
+    /// that a thread's submitted request runs before anything it injected
+    /// later (both in the order it issued them).
     fn drain_injector(&self) -> bool {
         let node = self.shared.local_worker(self.index);
-        if !node.has_inject.load(Ordering::Acquire) {
-            return false;
-        }
-        let tasks = {
+        let tasks = if node.has_inject.load(Ordering::Acquire) {
             let mut q = node.inject.lock().unwrap_or_else(|e| e.into_inner());
             node.has_inject.store(false, Ordering::Relaxed);
-            std::mem::take(&mut *q)
+            Some(std::mem::take(&mut *q))
+        } else {
+            None
         };
-        let _g = self.enter_delegated();
-        for t in tasks {
-            if let Err(p) = catch_unwind(AssertUnwindSafe(t)) {
-                self.report_panic("injected task", p);
+        let mut did = self.drain_submissions();
+        if let Some(tasks) = tasks {
+            did = true;
+            let _g = self.enter_delegated();
+            for t in tasks {
+                if let Err(p) = catch_unwind(AssertUnwindSafe(t)) {
+                    self.report_panic("injected task", p);
+                }
             }
         }
+        did
+    }
+
+    /// Runs the requests submitted from outside the runtime since the last
+    /// call, in the order they were submitted, then drops the properties
+    /// that were only waiting for them.
+    fn drain_submissions(&self) -> bool {
+        let mut p = self.shared.local_worker(self.index).submissions.take();
+        if p.is_null() {
+            if !self.doomed.borrow().is_empty() {
+                self.release_doomed();
+            }
+            return false;
+        }
+        self.batches.set(self.batches.get() + 1);
+        {
+            struct Draining<'a>(&'a Worker);
+            impl Drop for Draining<'_> {
+                fn drop(&mut self) {
+                    self.0.draining.set(false);
+                }
+            }
+            self.draining.set(true);
+            let _d = Draining(self);
+            let _g = self.enter_delegated();
+            while !p.is_null() {
+                // SAFETY: taken nodes are valid until run; run once each,
+                // after their link is read.
+                let next = unsafe { (*p).next.load(Ordering::Relaxed) };
+                let run = unsafe { (*p).run };
+                if let Err(e) = catch_unwind(AssertUnwindSafe(|| unsafe { run(p, Some(self)) })) {
+                    self.report_panic("request from outside the runtime", e);
+                }
+                p = next;
+            }
+        }
+        if !self.doomed.borrow().is_empty() {
+            self.release_doomed();
+        }
         true
+    }
+
+    /// Whether a request from outside the runtime may still be on its way
+    /// to a property of this trustee: one is queued, or a taken batch is
+    /// running. Every request was queued before the last trust to its
+    /// property was dropped, so once this is false for a property whose
+    /// trusts are all gone, nothing refers to it any more.
+    pub(crate) fn outside_may_refer(&self) -> bool {
+        self.draining.get() || !self.shared.local_worker(self.index).submissions.is_empty()
+    }
+
+    /// Keeps a property whose trusts are all gone until the requests from
+    /// outside that may still refer to it have run.
+    pub(crate) fn doom(&self, h: *mut Header) {
+        self.doomed.borrow_mut().push((self.batches.get(), h));
+    }
+
+    /// Forgets a doomed property that got a trust again.
+    pub(crate) fn undoom(&self, h: *mut Header) {
+        self.doomed.borrow_mut().retain(|&(_, d)| !std::ptr::eq(d, h));
+    }
+
+    /// Drops the doomed properties that no queued request can refer to any
+    /// more: those doomed before the last batch was taken (that batch held
+    /// every request queued for them, and has run), and all of them when
+    /// nothing is queued and no batch runs.
+    fn release_doomed(&self) {
+        let taken = self.batches.get();
+        let all = !self.outside_may_refer();
+        let ready: Vec<*mut Header> = {
+            let mut d = self.doomed.borrow_mut();
+            let mut ready = Vec::new();
+            d.retain(|&(tag, h)| {
+                let go = all || tag < taken;
+                if go {
+                    ready.push(h);
+                }
+                !go
+            });
+            ready
+        };
+        for h in ready {
+            // SAFETY: doomed properties are registered here, with no trust
+            // left and no request in flight (above); each is doomed once.
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| unsafe { crate::trust::property::release(self, h) })) {
+                self.report_panic("property drop", p);
+            }
+        }
     }
 
     pub(crate) fn run(&self) {
@@ -277,7 +382,10 @@ impl Worker {
                 continue;
             }
             if stopping {
-                let q = self.live.get() == 0 && self.lanes_idle() && !inject.has_inject.load(Ordering::SeqCst);
+                let q = self.live.get() == 0
+                    && self.lanes_idle()
+                    && !inject.has_inject.load(Ordering::SeqCst)
+                    && inject.submissions.is_empty();
                 self.set_quiet(q);
             }
             self.idle(&mut idle);
@@ -298,6 +406,19 @@ impl Worker {
             }
         }
         self.cleaning.set(true);
+        // Requests from outside that came too late: their futures learn
+        // that the runtime shut down. The properties are not touched.
+        let mut p = self.shared.local_worker(self.index).submissions.close();
+        while !p.is_null() {
+            // SAFETY: as in `drain_submissions`.
+            let next = unsafe { (*p).next.load(Ordering::Relaxed) };
+            let run = unsafe { (*p).run };
+            if let Err(e) = catch_unwind(AssertUnwindSafe(|| unsafe { run(p, None) })) {
+                self.report_panic("abandoned request", e);
+            }
+            p = next;
+        }
+        self.doomed.borrow_mut().clear(); // still registered: dropped below
         let pending = self.lanes.iter().filter(|l| !l.borrow().completions.is_empty()).count();
         if pending > 0 {
             tracing::warn!(worker = self.index, lanes = pending, "shutdown left requests unanswered");
