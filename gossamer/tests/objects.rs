@@ -334,6 +334,23 @@ fn barrier_fate() {
     unreachable!("the program should have stopped");
 }
 
+/// Rank 2 dies inside a closure launched there from rank 0, which waits
+/// for its result.
+fn launch_fate() {
+    let latch: Trust<gossamer::Latch<u64>> =
+        gossamer::spawn_with(4, |()| gossamer::local_trustee().entrust(gossamer::Latch::new(0u64)), ()).join().unwrap();
+    latch.launch::<_, ()>(|_| std::process::exit(11));
+    unreachable!("the program should have stopped");
+}
+
+/// A value published on rank 2, which dies before rank 0's first read.
+fn shared_fate() {
+    let s: Shared<Vec<u64>> = gossamer::spawn_with(4, |()| Shared::new(vec![1u64; 1000]), ()).join().unwrap();
+    let _ = gossamer::spawn_with::<_, _, ()>(5, |()| std::process::exit(12), ());
+    let _ = s.get().len();
+    unreachable!("the program should have stopped");
+}
+
 /// Rank 1 dies holding the only sender while rank 0 waits in `recv`.
 fn channel_fate() {
     let (tx, rx) = channel::<u64>(2);
@@ -375,6 +392,8 @@ fn scenario_entry() {
         "across" => across,
         "shared" => shared_across,
         "barrier_fate" => barrier_fate,
+        "launch_fate" => launch_fate,
+        "shared_fate" => shared_fate,
         "channel_fate" => channel_fate,
         "ring_fate" => ring_fate,
         other => panic!("unknown scenario {other}"),
@@ -415,6 +434,22 @@ fn a_participant_dying_at_a_barrier_ends_the_program_with_its_rank() {
     let t = text(&out);
     assert!(!out.status.success(), "{t}");
     assert!(t.contains("rank 2 failed") && t.contains("status 9"), "{t}");
+}
+
+#[test]
+fn a_process_dying_in_a_launched_closure_ends_the_launcher_with_its_rank() {
+    let (out, _) = run_program(scenario("launch_fate"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 2 failed") && t.contains("status 11"), "{t}");
+}
+
+#[test]
+fn a_shared_values_home_dying_ends_a_first_read_with_its_rank() {
+    let (out, _) = run_program(scenario("shared_fate"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("rank 2 failed") && t.contains("status 12"), "{t}");
 }
 
 #[test]
