@@ -26,6 +26,23 @@ fn die_with_parent(cmd: &mut Command) -> &mut Command {
     }
 }
 
+/// Whether the server behind `c` is the process `pid` (by its `stats`).
+fn served_by(mut c: TcpStream, pid: u32) -> bool {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(2)));
+    if c.write_all(b"stats\r\n").is_err() {
+        return false;
+    }
+    let mut text = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !text.ends_with(b"END\r\n") {
+        match c.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&text).lines().any(|l| l.trim() == format!("STAT pid {pid}"))
+}
+
 /// A server process, killed on drop.
 pub struct Proc {
     child: Child,
@@ -96,8 +113,14 @@ impl Proc {
             let mut p = Proc { child, addr: SocketAddr::from(([127, 0, 0, 1], port)) };
             let start = Instant::now();
             while start.elapsed() < Duration::from_secs(5) {
-                if TcpStream::connect(p.addr).is_ok() {
-                    return Some(p);
+                if let Ok(c) = TcpStream::connect(p.addr) {
+                    // The port was free when probed, but another test's
+                    // server may have taken it since: make sure the one
+                    // answering is this memcached, else try another port.
+                    if served_by(c, p.child.id()) {
+                        return Some(p);
+                    }
+                    break;
                 }
                 if let Ok(Some(_)) = p.child.try_wait() {
                     break;
