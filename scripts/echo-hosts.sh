@@ -187,10 +187,6 @@ run_hosts() {
     read_mops "$work/run.rank0" "$n" || failed "$what (no ECHO line with processes=$n)"
 }
 
-median() {
-    tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
 # ---- the runs --------------------------------------------------------------------
 
 # Configurations: "hosts processes"; the first is the single process.

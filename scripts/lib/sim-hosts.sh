@@ -1,5 +1,5 @@
 # Shared by the scripts that run a program over simulated hosts
-# (echo-hosts.sh, sssp-hosts.sh): error exits, the clean-up of the rack,
+# (echo-hosts.sh, sssp-hosts.sh, objects-hosts.sh): error exits, the clean-up of the rack,
 # processes, segments and scratch files on any exit, and the bookkeeping of
 # background ranks. Source it after setting `prog` (the script's name) and
 # `netns` (scripts/rack-netns.sh); call `sim_hosts_setup NAME` once the
@@ -103,4 +103,10 @@ failed() {
         cat "$f" >&2
     done
     exit 1
+}
+
+# The median of the numbers on standard input, one per line or separated by
+# spaces (the mean of the middle two for an even count).
+median() {
+    tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.3f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }

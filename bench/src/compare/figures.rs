@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::error::{BenchError, Result};
 use crate::report::csv::Csv;
+use crate::report::median;
 use crate::report::table::Table;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -137,16 +138,6 @@ fn gain(better: Better, base: Option<f64>, head: Option<f64>) -> Option<f64> {
         Better::Lower => b / h,
     };
     g.is_finite().then_some(g)
-}
-
-fn median(v: &[f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    Some(if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 })
 }
 
 fn fmt(v: Option<f64>) -> String {
