@@ -26,20 +26,9 @@ impl ByteQueue {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// Makes room for `n` more bytes: slides the waiting bytes to the front
-    /// when the consumed prefix is at least as long as they are (so that
-    /// every byte is slid at most once on average), and grows the buffer
-    /// otherwise. Sliding whenever room ran short would move every waiting
-    /// byte each time a few were consumed: megabytes per batch when many
-    /// large payloads wait.
     #[cold]
     fn make_room(&mut self, n: usize) {
-        if self.head > 0 && self.head >= self.len() {
-            self.buf.copy_within(self.head.., 0);
-            self.buf.truncate(self.buf.len() - self.head);
-            self.head = 0;
-        }
-        self.buf.reserve(n);
+        super::word_queue::make_room(&mut self.buf, &mut self.head, n);
     }
 
     /// The first `n` waiting bytes. Panics if fewer are waiting.

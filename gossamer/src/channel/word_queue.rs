@@ -32,17 +32,9 @@ impl WordQueue {
         }
     }
 
-    /// Makes room for `n` more words: slides the live words to the front
-    /// when the consumed prefix is at least as long as they are (each word
-    /// slides at most once on average), and grows the buffer otherwise.
     #[cold]
     fn make_room(&mut self, n: usize) {
-        if self.head > 0 && self.head >= self.buf.len() - self.head {
-            self.buf.copy_within(self.head.., 0);
-            self.buf.truncate(self.buf.len() - self.head);
-            self.head = 0;
-        }
-        self.buf.reserve(n);
+        make_room(&mut self.buf, &mut self.head, n);
     }
 
     /// The first live word, if any. Valid until the queue changes.
@@ -64,6 +56,21 @@ impl WordQueue {
             unsafe { self.buf.set_len(0) };
         }
     }
+}
+
+/// Makes room for `n` more elements in a queue whose live elements are
+/// `buf[*head..]`: slides them to the front when the consumed prefix is at
+/// least as long as they are (so each element slides at most once on
+/// average), and grows the buffer otherwise. Sliding whenever room ran short
+/// would move every live element each time a few were consumed: megabytes
+/// per batch when many large payloads wait.
+pub(super) fn make_room<T: Copy>(buf: &mut Vec<T>, head: &mut usize, n: usize) {
+    if *head > 0 && *head >= buf.len() - *head {
+        buf.copy_within(*head.., 0);
+        buf.truncate(buf.len() - *head);
+        *head = 0;
+    }
+    buf.reserve(n);
 }
 
 #[cfg(all(test, not(loom)))]
