@@ -428,42 +428,36 @@ fn shared_values_replicate_once_per_process_and_drop_everywhere() {
     assert!(t.contains("SCENARIO shared ok"), "{t}");
 }
 
-#[test]
-fn a_participant_dying_at_a_barrier_ends_the_program_with_its_rank() {
-    let (out, _) = run_program(scenario("barrier_fate"), Duration::from_secs(60));
+/// Runs a fate scenario: the program must fail, naming the rank that died
+/// and its exit status.
+fn expect_rank_failed(name: &str, rank: usize, status: i32) {
+    let (out, _) = run_program(scenario(name), Duration::from_secs(60));
     let t = text(&out);
     assert!(!out.status.success(), "{t}");
-    assert!(t.contains("rank 2 failed") && t.contains("status 9"), "{t}");
+    assert!(t.contains(&format!("rank {rank} failed")) && t.contains(&format!("status {status}")), "{t}");
+}
+
+#[test]
+fn a_participant_dying_at_a_barrier_ends_the_program_with_its_rank() {
+    expect_rank_failed("barrier_fate", 2, 9);
 }
 
 #[test]
 fn a_process_dying_in_a_launched_closure_ends_the_launcher_with_its_rank() {
-    let (out, _) = run_program(scenario("launch_fate"), Duration::from_secs(60));
-    let t = text(&out);
-    assert!(!out.status.success(), "{t}");
-    assert!(t.contains("rank 2 failed") && t.contains("status 11"), "{t}");
+    expect_rank_failed("launch_fate", 2, 11);
 }
 
 #[test]
 fn a_shared_values_home_dying_ends_a_first_read_with_its_rank() {
-    let (out, _) = run_program(scenario("shared_fate"), Duration::from_secs(60));
-    let t = text(&out);
-    assert!(!out.status.success(), "{t}");
-    assert!(t.contains("rank 2 failed") && t.contains("status 12"), "{t}");
+    expect_rank_failed("shared_fate", 2, 12);
 }
 
 #[test]
 fn a_sender_process_dying_ends_a_waiting_receiver_with_its_rank() {
-    let (out, _) = run_program(scenario("channel_fate"), Duration::from_secs(60));
-    let t = text(&out);
-    assert!(!out.status.success(), "{t}");
-    assert!(t.contains("rank 1 failed") && t.contains("status 11"), "{t}");
+    expect_rank_failed("channel_fate", 1, 11);
 }
 
 #[test]
 fn a_reader_process_dying_ends_a_waiting_writer_with_its_rank() {
-    let (out, _) = run_program(scenario("ring_fate"), Duration::from_secs(60));
-    let t = text(&out);
-    assert!(!out.status.success(), "{t}");
-    assert!(t.contains("rank 1 failed") && t.contains("status 13"), "{t}");
+    expect_rank_failed("ring_fate", 1, 13);
 }
