@@ -1,4 +1,3 @@
-// NOTE FOR THE ENGINEER ON BRANCH async13: before changing anything, read /tmp/rules_async13.txt
 // (rules, hard deadline 08:30 UTC, and the full issue text), then delete these two lines.
 //! `Trust<T>`: the handle through which fibers on any thread delegate
 //! closures to a property owned by one trustee thread.
