@@ -17,7 +17,7 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread;
 
-use super::{Delegable, SendPtr, Transferable, Trust, Waiter};
+use super::{Delegable, Transferable, Trust, Waiter};
 use crate::fiber;
 use crate::runtime::context;
 use crate::runtime::profile::WaitOn;
@@ -330,18 +330,27 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         U: Send + 'static,
     {
         debug_assert!(w.shared.is_local(self.trustee as usize), "far launches go through launch_far");
-        let cell = SendPtr(self.cell);
+        // The launched fiber holds a trust of its own: the property lives
+        // until it ends, whatever becomes of the caller's trusts (a
+        // `launch_then` caller may drop its trust at once). Its clone's
+        // toggle travels ahead of the start message, on the same road.
+        let keep = self.clone();
         let job = move || {
-            let cell = cell;
+            let keep = keep;
+            let h = keep.cell.as_ptr().cast::<super::property::Header>();
             // SAFETY: this fiber runs on the trustee thread, the only thread
-            // that touches the latch; the property lives while the caller's
-            // trust does, and the caller waits (or holds `then`) until the
-            // reply, after which it may drop its trust.
-            let latch: &Latch<T> = unsafe { &*(*cell.0.as_ptr()).value.get() };
+            // that touches the latch, and `keep` keeps the property alive.
+            // While the fiber holds or awaits the latch the property is
+            // lent: closures sent with `apply` and the like are refused
+            // instead of reaching the value beside this borrow.
+            let lent = unsafe { super::property::Lent::new(h) };
+            // SAFETY: as above.
+            let latch: &Latch<T> = unsafe { &*(*keep.cell.as_ptr()).value.get() };
             let r = catch_unwind(AssertUnwindSafe(|| {
                 let mut g = latch.lock();
                 f(&mut g)
             }));
+            drop(lent);
             match r {
                 // Shutdown abandoned this fiber and is unwinding its stack:
                 // the caller may be gone (abandoned as well), so let the
