@@ -6,6 +6,13 @@
 //! of the thread that owns it can reach it. A fiber that finds it held
 //! suspends and is handed the latch, in FIFO order, when it is released.
 //!
+//! A launched closure borrows the latch across suspensions, so while one
+//! holds or awaits it the property is *lent*: every other closure sent to
+//! the trust (`apply`, `apply_then`, …) is refused with a panic, and so can
+//! never reach the value mutably (`get_mut`, or replacing the latch) beside
+//! that borrow. The launched fiber holds a trust of its own, so the
+//! property outlives it whatever the caller does with its trusts.
+//!
 //! A launch on a trustee in another process starts a fiber there (as
 //! `spawn_with` does) that launches the closure on the trust, now local to
 //! it; the closure crosses as its type alone, so it must capture nothing,
@@ -77,7 +84,9 @@ impl<T> Latch<T> {
         LatchGuard { latch: self }
     }
 
-    /// The value, through exclusive access to the latch.
+    /// The value, through exclusive access to the latch. (Inside a
+    /// property, no closure gets that access while a launched closure
+    /// holds the latch: see the module documentation.)
     pub fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
     }

@@ -354,7 +354,9 @@ impl<T: Send + 'static> Trust<T> {
     /// # Panics
     /// In delegated context (inside a delegated closure or a then-callback),
     /// where nothing may block: use [`apply_then`](Trust::apply_then), or
-    /// [`launch`](Trust::launch) for the outer call.
+    /// [`launch`](Trust::launch) for the outer call. On a `Trust<Latch<T>>`
+    /// while a launched closure holds or awaits its latch (the property is
+    /// lent: reach it with `launch`).
     #[inline]
     pub fn apply<F, U>(&self, f: F) -> U
     where
@@ -480,6 +482,13 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Runs `f` on the trustee without waiting (§2.4.2): `then` runs later
     /// on this thread with the result. Allowed in delegated context.
+    ///
+    /// On the trustee's own thread `f` runs at once, unless a closure runs
+    /// there now (this call comes from delegated context): then `f` and
+    /// `then` are queued and run right after that closure, in the order
+    /// issued, so that `f` never gets a second `&mut` beside a live borrow
+    /// — not even when the running closure reached its own property
+    /// (through a `static`, or a trust the value holds to itself).
     ///
     /// If `f` panics, `then` does not run; the panic is logged (`tracing`,
     /// error level) and counted in [`Runtime::stats`](crate::Runtime::stats).

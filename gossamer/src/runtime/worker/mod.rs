@@ -392,8 +392,9 @@ impl Worker {
     /// Drops the doomed properties that no request can name any more:
     /// their fence round is complete, and an outside round that started
     /// after they were doomed has completed. Runs in the worker loop only,
-    /// never inside a closure.
-    fn release_doomed(&self) {
+    /// never inside a closure. True if one was dropped or waits only for
+    /// the next outside round (the loop must come round again).
+    fn release_doomed(&self) -> bool {
         use crate::trust::property;
         self.run_deferred();
         let done = self.rounds_done.get();
@@ -411,6 +412,9 @@ impl Worker {
             });
             ready
         };
+        let again = !ready.is_empty()
+            // SAFETY: as above.
+            || self.doomed.borrow().iter().any(|&(_, h)| unsafe { property::fenced(h) } == Some(true));
         for h in ready {
             let g = self.enter_delegated();
             // SAFETY: doomed here with no trust left, and every request that
@@ -423,6 +427,7 @@ impl Worker {
             drop(g);
             self.run_deferred();
         }
+        again
     }
 
     pub(crate) fn run(&self) {
@@ -433,7 +438,7 @@ impl Worker {
             let mut did = self.drain_injector();
             self.run_deferred();
             if !self.doomed.borrow().is_empty() {
-                self.release_doomed();
+                did |= self.release_doomed();
             }
             let ran = self.run_ready();
             did |= self.flush_all();
