@@ -7,7 +7,7 @@ mod common;
 use common::{rt, within};
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -108,6 +108,9 @@ fn reentering_own_property() {
                         },
                         |()| {},
                     );
+                    // `apply` there would block: refused at once.
+                    let blocked = catch_unwind(AssertUnwindSafe(|| JOURNAL.get().unwrap().apply(|j| j.depth)));
+                    j.log.push(if blocked.is_err() { "apply-refused" } else { "apply-ran" });
                     // The outer closure still reads through its borrow.
                     let first = held.first().copied();
                     j.log.push(if first == Some(LIVE) { "outer-borrow-intact" } else { "outer-borrow-dangling" });
@@ -145,7 +148,7 @@ fn reentering_own_property() {
             });
             (a, b)
         });
-        assert_eq!(through_static, ["outer-start", "outer-borrow-intact", "inner-alone"]);
+        assert_eq!(through_static, ["outer-start", "apply-refused", "outer-borrow-intact", "inner-alone"]);
         assert_eq!(through_self, ["outer-start", "outer-end", "inner-alone"]);
     });
 }
@@ -441,6 +444,19 @@ fn trust_id_collisions() {
         drop(rt);
         assert_eq!(DEAD_USES.load(Ordering::SeqCst), 0);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
-        let _ = AtomicU64::new(0);
+
+        // At the very end of a worker's id space, a clone is refused with a
+        // clear panic rather than reusing an id.
+        let rt = gossamer::Runtime::builder().workers(3).trust_ids_issued((1 << 61) - 1).build().unwrap();
+        let msg = rt.block_on(|| {
+            let t = gossamer::local_trustee().entrust(7u32);
+            let r = catch_unwind(AssertUnwindSafe(|| t.clone()));
+            assert_eq!(t.apply(|v| *v), 7, "the property is untouched");
+            match r {
+                Ok(c) => format!("cloned: {c:?}"),
+                Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
+            }
+        });
+        assert!(msg.contains("trust ids"), "{msg}");
     });
 }
