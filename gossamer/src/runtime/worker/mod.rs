@@ -262,7 +262,9 @@ impl Worker {
     /// Runs what threads outside the runtime handed over: injected tasks
     /// and submitted requests. The tasks are taken first and run last, so
     /// that a thread's submitted request runs before anything it injected
-    /// later (both in the order it issued them).
+    /// later (both in the order it issued them). Each call is one outside
+    /// round: when it returns, everything queued before it began has run
+    /// (doomed properties wait for one, see `release_doomed`).
     fn drain_injector(&self) -> bool {
         let round = self.rounds.get() + 1;
         self.rounds.set(round);
@@ -271,6 +273,7 @@ impl Worker {
         did
     }
 
+    /// One outside round (see `drain_injector`).
     fn drain_outside(&self) -> bool {
         let node = self.shared.local_worker(self.index);
         let tasks = if node.has_inject.load(Ordering::Acquire) {
