@@ -147,3 +147,29 @@ fn properties_owning_trusts_to_each_other_drop_cleanly_at_shutdown() {
         assert_eq!(drops.load(Ordering::SeqCst), 2);
     });
 }
+
+#[test]
+fn a_chain_of_last_trusts_is_dropped_without_other_traffic() {
+    within(60, || {
+        for workers in [1, 2] {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let rt = rt(workers);
+            let d = drops.clone();
+            rt.block_on(move || {
+                // Three properties on one trustee, each holding the only
+                // trust to the next: dropping the first drops them all, each
+                // after a fence round of its own, with nothing else to wake
+                // the trustee.
+                let on = gossamer::trustee(workers - 1);
+                let c = on.entrust((Counted(d.clone()), None::<Trust<()>>));
+                let b = on.entrust((Counted(d.clone()), Some(c)));
+                let a = on.entrust((Counted(d), Some(b)));
+                drop(a);
+            });
+            wait_for(&drops, 3);
+            assert_eq!(drops.load(Ordering::SeqCst), 3, "every link dropped once, promptly ({workers} workers)");
+            drop(rt);
+            assert_eq!(drops.load(Ordering::SeqCst), 3);
+        }
+    });
+}

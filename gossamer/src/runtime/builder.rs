@@ -31,6 +31,7 @@ pub struct Builder {
     shutdown_timeout: Duration,
     name: String,
     observe: super::profile::Options,
+    trust_ids_issued: u64,
 }
 
 impl Default for Builder {
@@ -46,6 +47,7 @@ impl Default for Builder {
             shutdown_timeout: Duration::from_secs(10),
             name: "gossamer".into(),
             observe: super::profile::Options::default(),
+            trust_ids_issued: 0,
         }
     }
 }
@@ -147,6 +149,15 @@ impl Builder {
         self
     }
 
+    /// Starts every worker as if it had already issued `n` trust ids, to
+    /// test what happens near the end of the id space without issuing
+    /// billions of them.
+    #[doc(hidden)]
+    pub fn trust_ids_issued(mut self, n: u64) -> Self {
+        self.trust_ids_issued = n;
+        self
+    }
+
     /// The configuration this builder describes, workers not checked.
     pub(crate) fn config(self) -> Config {
         let workers = self.workers.unwrap_or(1);
@@ -161,6 +172,7 @@ impl Builder {
             shutdown_timeout: self.shutdown_timeout,
             name: self.name,
             observe: self.observe.with_env(),
+            trust_ids_issued: self.trust_ids_issued,
         }
     }
 

@@ -33,6 +33,8 @@ pub(crate) struct Config {
     pub(crate) name: String,
     /// Profiles, wait tracking, the `gossamer top` socket.
     pub(crate) observe: super::profile::Options,
+    /// Trust ids each worker counts as already issued (tests only).
+    pub(crate) trust_ids_issued: u64,
 }
 
 /// Where this process's workers sit among all threads of the program.

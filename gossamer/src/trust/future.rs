@@ -240,8 +240,11 @@ where
             let prop = req.prop;
             // SAFETY: we are the property's trustee, in delegated context,
             // and the property is live: requests from outside keep it
-            // (see `property`).
-            let r = catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*prop).value.get() })));
+            // (see `property`); a launched closure may hold it (checked).
+            let r = match unsafe { crate::trust::property::check_reachable(prop.cast()) } {
+                Ok(()) => catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*prop).value.get() }))),
+                Err(why) => Err(Box::new(why) as Box<dyn std::any::Any + Send>),
+            };
             req.done.complete(Some(r));
         }
         (Some(_), f) => {

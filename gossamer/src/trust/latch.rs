@@ -6,6 +6,13 @@
 //! of the thread that owns it can reach it. A fiber that finds it held
 //! suspends and is handed the latch, in FIFO order, when it is released.
 //!
+//! A launched closure borrows the latch across suspensions, so while one
+//! holds or awaits it the property is *lent*: every other closure sent to
+//! the trust (`apply`, `apply_then`, …) is refused with a panic, and so can
+//! never reach the value mutably (`get_mut`, or replacing the latch) beside
+//! that borrow. The launched fiber holds a trust of its own, so the
+//! property outlives it whatever the caller does with its trusts.
+//!
 //! A launch on a trustee in another process starts a fiber there (as
 //! `spawn_with` does) that launches the closure on the trust, now local to
 //! it; the closure crosses as its type alone, so it must capture nothing,
@@ -17,7 +24,7 @@ use std::ops::{Deref, DerefMut};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::thread;
 
-use super::{Delegable, SendPtr, Transferable, Trust, Waiter};
+use super::{Delegable, Transferable, Trust, Waiter};
 use crate::fiber;
 use crate::runtime::context;
 use crate::runtime::profile::WaitOn;
@@ -77,7 +84,9 @@ impl<T> Latch<T> {
         LatchGuard { latch: self }
     }
 
-    /// The value, through exclusive access to the latch.
+    /// The value, through exclusive access to the latch. (Inside a
+    /// property, no closure gets that access while a launched closure
+    /// holds the latch: see the module documentation.)
     pub fn get_mut(&mut self) -> &mut T {
         self.value.get_mut()
     }
@@ -330,18 +339,27 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         U: Send + 'static,
     {
         debug_assert!(w.shared.is_local(self.trustee as usize), "far launches go through launch_far");
-        let cell = SendPtr(self.cell);
+        // The launched fiber holds a trust of its own: the property lives
+        // until it ends, whatever becomes of the caller's trusts (a
+        // `launch_then` caller may drop its trust at once). Its clone's
+        // toggle travels ahead of the start message, on the same road.
+        let keep = self.clone();
         let job = move || {
-            let cell = cell;
+            let keep = keep;
+            let h = keep.cell.as_ptr().cast::<super::property::Header>();
             // SAFETY: this fiber runs on the trustee thread, the only thread
-            // that touches the latch; the property lives while the caller's
-            // trust does, and the caller waits (or holds `then`) until the
-            // reply, after which it may drop its trust.
-            let latch: &Latch<T> = unsafe { &*(*cell.0.as_ptr()).value.get() };
+            // that touches the latch, and `keep` keeps the property alive.
+            // While the fiber holds or awaits the latch the property is
+            // lent: closures sent with `apply` and the like are refused
+            // instead of reaching the value beside this borrow.
+            let lent = unsafe { super::property::Lent::new(h) };
+            // SAFETY: as above.
+            let latch: &Latch<T> = unsafe { &*(*keep.cell.as_ptr()).value.get() };
             let r = catch_unwind(AssertUnwindSafe(|| {
                 let mut g = latch.lock();
                 f(&mut g)
             }));
+            drop(lent);
             match r {
                 // Shutdown abandoned this fiber and is unwinding its stack:
                 // the caller may be gone (abandoned as well), so let the

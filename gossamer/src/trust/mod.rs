@@ -1,4 +1,3 @@
-// (rules, hard deadline 08:30 UTC, and the full issue text), then delete these two lines.
 //! `Trust<T>`: the handle through which fibers on any thread delegate
 //! closures to a property owned by one trustee thread.
 
@@ -73,9 +72,14 @@ unsafe impl<P> Send for SendPtr<P> {}
 
 static OUTSIDE_IDS: AtomicU64 = AtomicU64::new(0);
 
-/// A trust id for a thread outside any runtime.
+/// A trust id for a thread outside any runtime: the top bit set (ids made
+/// by workers have it clear, see `Worker::new_id`), above a count shared by
+/// all such threads. It never wraps: past 2^63 ids (three centuries at a
+/// billion a second) every further one is refused.
 fn outside_id() -> u64 {
-    (1 << 63) | OUTSIDE_IDS.fetch_add(1, Ordering::Relaxed)
+    let c = OUTSIDE_IDS.fetch_add(1, Ordering::Relaxed);
+    assert!(c < 1 << 63, "gossamer: the threads outside the runtime have issued all 2^63 trust ids");
+    (1 << 63) | c
 }
 
 /// Where the calling thread stands relative to a trust's runtime.
@@ -208,6 +212,31 @@ unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static
     }
 }
 
+/// Runs `f` on the property at `cell` by the local shortcut, at once or
+/// deferred (see `then_impl`), then `then` with its result; a closure that
+/// may not reach the value now (see `property::check_reachable`) is
+/// refused: `then` gets the refusal as the closure's panic.
+fn run_local_then<T, F, U, G, K>(w: &Worker, cell: NonNull<PropertyCell<T>>, f: F, then: G)
+where
+    F: FnOnce(&mut T) -> U,
+    K: ThenKind<U, G>,
+{
+    // SAFETY: on the trustee, and the property lives: a request names it
+    // (see `property`).
+    let r = match unsafe { property::check_reachable(cell.as_ptr().cast()) } {
+        Ok(()) => {
+            let _g = w.enter_delegated();
+            // SAFETY: on the trustee, no other closure running (deferred
+            // otherwise) and no launched closure holding the value.
+            catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell.as_ptr()).value.get() })))
+        }
+        Err(why) => Err(Box::new(why) as Box<dyn Any + Send>),
+    };
+    if let Some((what, p)) = K::run(then, r) {
+        w.report_panic(what, p);
+    }
+}
+
 /// Runs closure `F` on the property `T` at `prop` (on the trustee).
 unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
     prop: *mut u8,
@@ -219,6 +248,10 @@ unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
     // gets exclusive access.
     let f: F = unsafe { take_value(env as *const Word) };
     let cell = prop.cast::<PropertyCell<T>>();
+    // SAFETY: as above.
+    if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
+        return out.put_any::<U>(Err(Box::new(why)));
+    }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     out.put_any(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }))));
     if let Some(start) = observed {
@@ -242,6 +275,11 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
         (f, crate::channel::record::tail_bytes(tail, out))
     };
     let cell = prop.cast::<PropertyCell<T>>();
+    // SAFETY: as above.
+    if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
+        drop(f);
+        return out.put_remote::<U>(Err(Box::new(why)));
+    }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     // An argument that does not decode is the caller's panic, not the
     // trustee's: it keeps serving.
@@ -316,7 +354,9 @@ impl<T: Send + 'static> Trust<T> {
     /// # Panics
     /// In delegated context (inside a delegated closure or a then-callback),
     /// where nothing may block: use [`apply_then`](Trust::apply_then), or
-    /// [`launch`](Trust::launch) for the outer call.
+    /// [`launch`](Trust::launch) for the outer call. On a `Trust<Latch<T>>`
+    /// while a launched closure holds or awaits its latch (the property is
+    /// lent: reach it with `launch`).
     #[inline]
     pub fn apply<F, U>(&self, f: F) -> U
     where
@@ -343,10 +383,21 @@ impl<T: Send + 'static> Trust<T> {
                     if profile::active() {
                         profile::counters::request(w, self.cell.as_ptr() as usize, std::any::type_name::<T>(), w.index);
                     }
-                    let _g = w.enter_delegated();
-                    // SAFETY: we are the trustee and not inside another
-                    // closure (checked above): access is exclusive.
-                    return f(unsafe { self.value_mut() });
+                    // Earlier requests of this thread come first.
+                    w.run_deferred();
+                    // SAFETY: on the trustee.
+                    if let Err(why) = unsafe { property::check_reachable(self.cell.as_ptr().cast()) } {
+                        panic!("{why}");
+                    }
+                    let g = w.enter_delegated();
+                    // SAFETY: we are the trustee, not inside a closure
+                    // (checked above: closures never nest on a worker), and
+                    // no launched closure holds the value: access is
+                    // exclusive.
+                    let u = f(unsafe { self.value_mut() });
+                    drop(g);
+                    w.run_deferred();
+                    return u;
                 }
                 if profile::active() {
                     return self.apply_observed(w, f);
@@ -413,8 +464,12 @@ impl<T: Send + 'static> Trust<T> {
             Box::new(move || {
                 let cell = cell;
                 // SAFETY: injected tasks run on the trustee thread in
-                // delegated context: exclusive access to the value.
-                let r = catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell.0.as_ptr()).value.get() })));
+                // delegated context: exclusive access to the value, unless
+                // a launched closure holds it (checked first).
+                let r = match unsafe { property::check_reachable(cell.0.as_ptr().cast()) } {
+                    Ok(()) => catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell.0.as_ptr()).value.get() }))),
+                    Err(why) => Err(Box::new(why) as Box<dyn Any + Send>),
+                };
                 let _ = tx.send(r);
             }),
         );
@@ -427,6 +482,13 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Runs `f` on the trustee without waiting (§2.4.2): `then` runs later
     /// on this thread with the result. Allowed in delegated context.
+    ///
+    /// On the trustee's own thread `f` runs at once, unless a closure runs
+    /// there now (this call comes from delegated context): then `f` and
+    /// `then` are queued and run right after that closure, in the order
+    /// issued, so that `f` never gets a second `&mut` beside a live borrow
+    /// — not even when the running closure reached its own property
+    /// (through a `static`, or a trust the value holds to itself).
     ///
     /// If `f` panics, `then` does not run; the panic is logged (`tracing`,
     /// error level) and counted in [`Runtime::stats`](crate::Runtime::stats).
@@ -469,18 +531,21 @@ impl<T: Send + 'static> Trust<T> {
                     profile::counters::request(w, self.cell.as_ptr() as usize, std::any::type_name::<T>(), t);
                 }
                 if w.index == t {
-                    let r = {
-                        let _g = w.enter_delegated();
-                        // SAFETY: on the trustee. Delegated closures only
-                        // ever see their own property's value, and a
-                        // closure on this property cannot be running now:
-                        // closures run to completion and this call is not
-                        // made through the value itself.
-                        catch_unwind(AssertUnwindSafe(|| f(unsafe { self.value_mut() })))
-                    };
-                    if let Some((what, p)) = K::run(then, r) {
-                        w.report_panic(what, p);
+                    let cell = SendPtr(self.cell);
+                    if w.must_defer() {
+                        // A closure runs on this worker now, maybe on this
+                        // very property (reached through a static, or a
+                        // trust the value holds to itself): never a second
+                        // `&mut` beside its borrow. This request runs after
+                        // it, in issue order with this thread's others.
+                        w.defer(Box::new(move || {
+                            let cell = cell;
+                            run_local_then::<T, F, U, G, K>(w, cell.0, f, then)
+                        }));
+                        return;
                     }
+                    run_local_then::<T, F, U, G, K>(w, cell.0, f, then);
+                    w.run_deferred();
                     return;
                 }
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };

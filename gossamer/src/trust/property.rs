@@ -1,29 +1,62 @@
-//! The heap cell that holds an entrusted property, and its trust-id set.
+//! The heap cell that holds an entrusted property, its trust-id set, and
+//! the rules that decide when the property may be reached and dropped.
 //!
 //! Reference counting follows §2.5.4 of the thesis: every trust has a unique
 //! id, and both clone and drop *toggle* their id in the property's id set
 //! (symmetric difference). Toggles commute, so they may be sent
-//! asynchronously, from any thread and from delegated context, in any order:
-//! the set is empty exactly when the last trust is gone, and then the
-//! trustee drops the property, once. All of this runs on the trustee thread.
+//! asynchronously, from any thread and from delegated context, in any order.
+//! All of this runs on the trustee thread.
 //!
-//! Requests from threads outside the runtime (`apply_async`) travel apart
-//! from the toggles, through the trustee's submission queue, so one may
-//! still be queued when the last trust's toggle arrives. Every such request
-//! was queued before its trust was dropped, though; so a property whose set
-//! becomes empty while anything is queued (or a taken batch runs) is only
-//! *doomed*, and dropped once the batches that may hold its requests have
-//! run (`Worker::release_doomed`).
+//! **A property lives until every request that names it has run or been
+//! refused.** An empty set alone does not prove that: toggles and requests
+//! travel different roads (each worker's lane, the injection queue, the
+//! submission queue of threads outside the runtime), so the last trust's
+//! drop, sent from one thread, may overtake a request (or a clone's toggle)
+//! that another thread queued *before* handing the trust over. So a
+//! property whose set becomes empty is only *doomed*, and a fence round
+//! follows: the trustee asks every other worker of the program for a reply
+//! through that worker's own lane to it, which arrives after everything
+//! that worker queued earlier, and waits for one round of its outside
+//! queues to be taken and run. Whatever named the property before its set
+//! emptied has then arrived; a clone's toggle among it gives the property a
+//! trust again (and a later emptying starts a new round). Only a doomed
+//! property whose round completed with the set still empty is dropped, by
+//! the worker loop (`Worker::release_doomed`), never inside a closure.
+//!
+//! **A value is reached by one holder at a time.** Closures run to
+//! completion and never nest on one worker (see `Worker::defer`), and a
+//! launched closure holds the property's latch across suspensions: while it
+//! holds or waits for it, the property is *lent* (`blocked` counts those
+//! fibers), and every other closure sent to the property is refused with a
+//! panic instead of getting a second `&mut` to the latch.
+//!
+//! **At shutdown** the trustee drops every value still entrusted to it,
+//! then frees the cells: a value's `Drop` that reaches a property whose
+//! value is already gone finds it marked `DROPPED` and its closure is
+//! refused, never run.
 
 use std::cell::{Cell, UnsafeCell};
+use std::mem::ManuallyDrop;
 
 use crate::runtime::worker::Worker;
 
 const UNREGISTERED: u8 = 0;
 const REGISTERED: u8 = 1;
 const ORPHANED: u8 = 2;
-/// Registered, no trust left, waiting for requests from outside.
+/// Registered, no trust left, waiting for its fence round.
 const DOOMED: u8 = 3;
+
+/// `blocked` bit: the value was dropped at shutdown (the cell lives on
+/// until every value of the trustee is dropped).
+const DROPPED: u32 = 1 << 31;
+
+/// Why a closure may not reach a property's value now.
+pub(crate) const LENT: &str = "gossamer: this property is a Latch held (or awaited) by a launched closure, and a \
+closure sent with apply/apply_then may not reach its value meanwhile (it would alias the launched closure's borrow); \
+use launch/launch_then for every access to a Trust<Latch<T>> that may overlap a launch";
+/// Why a closure was refused at shutdown.
+pub(crate) const GONE: &str = "gossamer: the runtime is shutting down and this property was already dropped; the \
+closure was refused";
 
 /// The type-erased front of a [`PropertyCell`].
 #[repr(C)]
@@ -32,13 +65,22 @@ pub(crate) struct Header {
     /// Position in the trustee's registry (for dropping at shutdown).
     pub(crate) index: Cell<usize>,
     state: Cell<u8>,
-    pub(crate) drop_fn: unsafe fn(*mut Header),
+    /// Nonzero while closures may not reach the value: the number of
+    /// launched closures holding or awaiting its latch, plus `DROPPED`.
+    blocked: Cell<u32>,
+    /// The fence round of the latest doom, and the replies it awaits.
+    round: Cell<u32>,
+    awaiting: Cell<u32>,
+    drop_value: unsafe fn(*mut Header),
+    free: unsafe fn(*mut Header),
 }
 
 #[repr(C)]
 pub(crate) struct PropertyCell<T> {
     pub(crate) header: Header,
-    pub(crate) value: UnsafeCell<T>,
+    /// Dropped in place at shutdown before the cell is freed (see the
+    /// module documentation), hence `ManuallyDrop`.
+    pub(crate) value: UnsafeCell<ManuallyDrop<T>>,
 }
 
 impl<T> PropertyCell<T> {
@@ -49,9 +91,13 @@ impl<T> PropertyCell<T> {
                 ids: UnsafeCell::new(vec![id]),
                 index: Cell::new(usize::MAX),
                 state: Cell::new(UNREGISTERED),
-                drop_fn: Self::drop_fn,
+                blocked: Cell::new(0),
+                round: Cell::new(0),
+                awaiting: Cell::new(0),
+                drop_value: Self::drop_value,
+                free: Self::free,
             },
-            value: UnsafeCell::new(value),
+            value: UnsafeCell::new(ManuallyDrop::new(value)),
         }));
         // Trusts may carry the address as an integer (serialized, or to
         // another process); the trustee turns it back into this pointer.
@@ -59,10 +105,74 @@ impl<T> PropertyCell<T> {
         cell
     }
 
-    unsafe fn drop_fn(h: *mut Header) {
+    unsafe fn drop_value(h: *mut Header) {
         // SAFETY: `h` is the header at the start of a `PropertyCell<T>`
-        // (repr(C)) allocated by `new_boxed`, dropped exactly once.
+        // (repr(C)) whose value is dropped exactly once, here.
+        unsafe { ManuallyDrop::drop(&mut *(*h.cast::<PropertyCell<T>>()).value.get()) }
+    }
+
+    unsafe fn free(h: *mut Header) {
+        // SAFETY: `h` is the header of a `PropertyCell<T>` allocated by
+        // `new_boxed`, whose value was dropped; freed exactly once.
         drop(unsafe { Box::from_raw(h.cast::<PropertyCell<T>>()) });
+    }
+}
+
+/// Drops the value and frees the cell.
+///
+/// # Safety
+/// `h` is live, unreachable from now on, and dropped only here.
+unsafe fn destroy(h: *mut Header) {
+    // SAFETY: per the contract; the cell is freed even if the drop panics.
+    unsafe {
+        struct Free(*mut Header);
+        impl Drop for Free {
+            fn drop(&mut self) {
+                // SAFETY: as for `destroy`.
+                unsafe { ((*self.0).free)(self.0) }
+            }
+        }
+        let _free = Free(h);
+        ((*h).drop_value)(h);
+    }
+}
+
+/// Whether a closure may reach the value now; `Err` says why not.
+///
+/// # Safety
+/// `h` must be a live header, on its trustee thread.
+#[inline]
+pub(crate) unsafe fn check_reachable(h: *const Header) -> Result<(), &'static str> {
+    // SAFETY: per the contract.
+    let b = unsafe { (*h).blocked.get() };
+    if b == 0 {
+        Ok(())
+    } else if b & DROPPED != 0 {
+        Err(GONE)
+    } else {
+        Err(LENT)
+    }
+}
+
+/// Counts a launched closure that holds or awaits the property's latch
+/// while it lives (on the trustee thread).
+pub(crate) struct Lent(*const Header);
+
+impl Lent {
+    /// # Safety
+    /// `h` must be a live header on its trustee thread, kept alive (by a
+    /// trust) for as long as the returned value lives.
+    pub(crate) unsafe fn new(h: *const Header) -> Lent {
+        // SAFETY: per the contract.
+        unsafe { (*h).blocked.set((*h).blocked.get() + 1) };
+        Lent(h)
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        // SAFETY: live while we are (see `new`).
+        unsafe { (*self.0).blocked.set((*self.0).blocked.get() - 1) };
     }
 }
 
@@ -79,19 +189,50 @@ pub(crate) unsafe fn register(w: &Worker, h: *mut Header) {
             state.set(REGISTERED);
             w.register(h);
         }
-        // Every trust was dropped before the registration arrived.
-        ORPHANED if w.outside_may_refer() => {
-            state.set(DOOMED);
+        // Every trust was dropped before the registration arrived; requests
+        // queued behind the registration may still come.
+        ORPHANED => {
             w.register(h);
-            w.doom(h);
+            // SAFETY: registered here, live.
+            unsafe { doom(w, h) };
         }
-        // SAFETY: nothing else refers to the property any more.
-        ORPHANED => unsafe { ((*h).drop_fn)(h) },
         _ => unreachable!("gossamer: property registered twice"),
     }
 }
 
-/// Toggles `id` in the property's id set; drops the property when the set
+/// Starts a fence round for a property whose set is empty.
+///
+/// # Safety
+/// `h` must be live and registered with its trustee `w`.
+unsafe fn doom(w: &Worker, h: *mut Header) {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    hd.state.set(DOOMED);
+    let round = hd.round.get().wrapping_add(1);
+    hd.round.set(round);
+    hd.awaiting.set(w.fence(h, round));
+    w.doom(h);
+}
+
+/// A fence reply from another worker for round `round` of `h`.
+///
+/// # Safety
+/// `h` must be a header of trustee `w` that was doomed in round `round`
+/// or later, and not dropped since (it is not: a doomed property waits for
+/// every reply of its latest round, and replies of one worker arrive in
+/// the order of the rounds).
+pub(crate) unsafe fn fence_reply(w: &Worker, h: *mut Header, round: u32) {
+    if w.cleaning.get() {
+        return;
+    }
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    if hd.state.get() == DOOMED && hd.round.get() == round {
+        hd.awaiting.set(hd.awaiting.get() - 1);
+    }
+}
+
+/// Toggles `id` in the property's id set; dooms the property when the set
 /// becomes empty (on the trustee thread).
 ///
 /// # Safety
@@ -114,17 +255,9 @@ pub(crate) unsafe fn toggle(w: &Worker, h: *mut Header, id: u64) {
     // SAFETY: `h` is live.
     let state = unsafe { &(*h).state };
     if ids.is_empty() {
-        // With an empty set no trust refers to it.
         match state.get() {
-            REGISTERED if w.outside_may_refer() => {
-                state.set(DOOMED);
-                w.doom(h);
-            }
-            REGISTERED => {
-                w.unregister(h);
-                // SAFETY: unregistered just now, so dropped only here.
-                unsafe { ((*h).drop_fn)(h) }
-            }
+            // SAFETY: registered, live.
+            REGISTERED => unsafe { doom(w, h) },
             UNREGISTERED => state.set(ORPHANED),
             _ => unreachable!("gossamer: trust id toggled on a dropped property"),
         }
@@ -133,21 +266,54 @@ pub(crate) unsafe fn toggle(w: &Worker, h: *mut Header, id: u64) {
         // the set had emptied: the property has a trust again.
         state.set(REGISTERED);
         w.undoom(h);
+    } else if state.get() == ORPHANED {
+        state.set(UNREGISTERED);
     }
 }
 
-/// Drops a doomed property (see the module documentation), unless it got
-/// a trust again meanwhile.
+/// Whether a doomed property's fence round is complete (its workers have
+/// answered); `None` if it is no longer doomed.
 ///
 /// # Safety
-/// `h` must be a live header whose trustee is `w`, doomed there, with no
-/// request from outside the runtime left that refers to it.
+/// `h` must be live, on its trustee thread.
+pub(crate) unsafe fn fenced(h: *const Header) -> Option<bool> {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    (hd.state.get() == DOOMED).then(|| hd.awaiting.get() == 0)
+}
+
+/// Drops a doomed property whose fence round completed (see the module
+/// documentation).
+///
+/// # Safety
+/// `h` must be a live header whose trustee is `w`, doomed there, its round
+/// complete, and no round of the outside queues pending for it.
 pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
-    // SAFETY: per the contract, `h` is live and only this thread touches it.
-    let state = unsafe { &(*h).state };
-    if state.get() == DOOMED {
-        w.unregister(h);
-        // SAFETY: unregistered just now, so dropped only here.
-        unsafe { ((*h).drop_fn)(h) }
+    w.unregister(h);
+    // SAFETY: unregistered just now, so dropped only here.
+    unsafe { destroy(h) }
+}
+
+/// At shutdown, first stage: drops the value and marks the property so
+/// that closures still sent to it are refused.
+///
+/// # Safety
+/// `h` must be live, registered with the trustee running its shutdown, and
+/// its value not dropped yet.
+pub(crate) unsafe fn drop_value_at_shutdown(h: *mut Header) {
+    // SAFETY: per the contract.
+    unsafe {
+        (*h).blocked.set((*h).blocked.get() | DROPPED);
+        ((*h).drop_value)(h);
     }
+}
+
+/// At shutdown, second stage: frees the cell.
+///
+/// # Safety
+/// `h` went through `drop_value_at_shutdown`, and every value of the
+/// trustee has been dropped (nothing reaches the cell any more).
+pub(crate) unsafe fn free_at_shutdown(h: *mut Header) {
+    // SAFETY: per the contract.
+    unsafe { ((*h).free)(h) }
 }

@@ -60,14 +60,26 @@ pub(crate) struct Worker {
     quiet: Cell<bool>,
     /// Local-shortcut `apply` calls since the running fiber last suspended.
     local_streak: Cell<u32>,
-    /// Batches of outside submissions taken so far.
-    batches: Cell<u64>,
-    /// True while a taken batch of outside submissions runs.
-    draining: Cell<bool>,
-    /// Properties whose last trust is gone while requests from outside the
-    /// runtime may still be queued for them, each with the number of
-    /// batches taken when it was doomed (see `property::toggle`).
+    /// Rounds of the outside queues (injected tasks and submissions)
+    /// started, and completed: everything queued before a round started
+    /// has run when it completes.
+    rounds: Cell<u64>,
+    rounds_done: Cell<u64>,
+    /// Properties whose id set is empty, each with the outside round
+    /// current when it was doomed (see `property`): dropped once their
+    /// fence round is complete and a later outside round completed.
     doomed: RefCell<Vec<(u64, *mut Header)>>,
+    /// Local-shortcut requests issued while a closure runs on this worker
+    /// (re-entrance): they run after it, in issue order (see `defer`).
+    deferred: RefCell<VecDeque<Box<dyn FnOnce()>>>,
+    /// Bits of a trust id that name the worker that made it (`new_id`).
+    id_shift: u32,
+}
+
+/// Bits that name a worker (`index + 1`) in the trust ids of a program of
+/// `n` workers.
+fn id_shift(n: usize) -> u32 {
+    u64::BITS - (n as u64).leading_zeros()
 }
 
 /// Restores the delegated-context flag when dropped.
@@ -103,14 +115,16 @@ impl Worker {
             pool: RefCell::new(pool),
             properties: RefCell::new(Vec::new()),
             cleaning: Cell::new(false),
-            next_id: Cell::new(0),
+            next_id: Cell::new(shared.config.trust_ids_issued),
             live: Cell::new(0),
             rr: Cell::new(index),
             quiet: Cell::new(false),
             local_streak: Cell::new(0),
-            batches: Cell::new(0),
-            draining: Cell::new(false),
+            rounds: Cell::new(0),
+            rounds_done: Cell::new(0),
             doomed: RefCell::new(Vec::new()),
+            deferred: RefCell::new(VecDeque::new()),
+            id_shift: id_shift(n),
             shared,
         }
     }
@@ -136,12 +150,25 @@ impl Worker {
         self.current.get()
     }
 
-    /// A trust id unique in this runtime.
+    /// A trust id unique in this runtime (the whole program): the count of
+    /// ids this worker issued, above the bits that name the worker
+    /// (`index + 1`; 0 is no worker), the top bit clear (ids made outside
+    /// the runtime have it set, see `trust::outside_id`). Ids never wrap:
+    /// a worker that has issued all of its 2^(63 - shift) ids refuses to
+    /// make more. With 1024 workers that is 2^52 ≈ 4.5·10^15 ids each,
+    /// 14 years at ten million clones a second on every worker.
     #[inline]
     pub(crate) fn new_id(&self) -> u64 {
         let c = self.next_id.get();
+        assert!(
+            c < 1u64 << (63 - self.id_shift),
+            "gossamer: worker {} has issued all 2^{} trust ids it can make; a further clone would reuse a live \
+             trust's id (hold fewer trusts to one property, and clone them on more threads)",
+            self.index,
+            63 - self.id_shift
+        );
         self.next_id.set(c + 1);
-        ((self.index as u64 + 1) << 40) | c
+        (c << self.id_shift) | (self.index as u64 + 1)
     }
 
     /// Next worker in round-robin order within `range`.
@@ -235,8 +262,19 @@ impl Worker {
     /// Runs what threads outside the runtime handed over: injected tasks
     /// and submitted requests. The tasks are taken first and run last, so
     /// that a thread's submitted request runs before anything it injected
-    /// later (both in the order it issued them).
+    /// later (both in the order it issued them). Each call is one outside
+    /// round: when it returns, everything queued before it began has run
+    /// (doomed properties wait for one, see `release_doomed`).
     fn drain_injector(&self) -> bool {
+        let round = self.rounds.get() + 1;
+        self.rounds.set(round);
+        let did = self.drain_outside();
+        self.rounds_done.set(round);
+        did
+    }
+
+    /// One outside round (see `drain_injector`).
+    fn drain_outside(&self) -> bool {
         let node = self.shared.local_worker(self.index);
         let tasks = if node.has_inject.load(Ordering::Acquire) {
             let mut q = node.inject.lock().unwrap_or_else(|e| e.into_inner());
@@ -259,26 +297,13 @@ impl Worker {
     }
 
     /// Runs the requests submitted from outside the runtime since the last
-    /// call, in the order they were submitted, then drops the properties
-    /// that were only waiting for them.
+    /// call, in the order they were submitted.
     fn drain_submissions(&self) -> bool {
         let mut p = self.shared.local_worker(self.index).submissions.take();
         if p.is_null() {
-            if !self.doomed.borrow().is_empty() {
-                self.release_doomed();
-            }
             return false;
         }
-        self.batches.set(self.batches.get() + 1);
         {
-            struct Draining<'a>(&'a Worker);
-            impl Drop for Draining<'_> {
-                fn drop(&mut self) {
-                    self.0.draining.set(false);
-                }
-            }
-            self.draining.set(true);
-            let _d = Draining(self);
             let _g = self.enter_delegated();
             while !p.is_null() {
                 // SAFETY: taken nodes are valid until run; run once each,
@@ -291,25 +316,75 @@ impl Worker {
                 p = next;
             }
         }
-        if !self.doomed.borrow().is_empty() {
-            self.release_doomed();
-        }
         true
     }
 
-    /// Whether a request from outside the runtime may still be on its way
-    /// to a property of this trustee: one is queued, or a taken batch is
-    /// running. Every request was queued before the last trust to its
-    /// property was dropped, so once this is false for a property whose
-    /// trusts are all gone, nothing refers to it any more.
-    pub(crate) fn outside_may_refer(&self) -> bool {
-        self.draining.get() || !self.shared.local_worker(self.index).submissions.is_empty()
+    /// Keeps a property whose id set is empty until every request that may
+    /// still name it has arrived (see `property`).
+    pub(crate) fn doom(&self, h: *mut Header) {
+        self.doomed.borrow_mut().push((self.rounds.get(), h));
     }
 
-    /// Keeps a property whose trusts are all gone until the requests from
-    /// outside that may still refer to it have run.
-    pub(crate) fn doom(&self, h: *mut Header) {
-        self.doomed.borrow_mut().push((self.batches.get(), h));
+    /// Sends round `round` of `h`'s fence to every other worker of the
+    /// program: each answers through its own lane to us, so its answer
+    /// arrives after everything it queued for us before. Returns the
+    /// number of answers to wait for.
+    pub(crate) fn fence(&self, h: *mut Header, round: u32) -> u32 {
+        let me = self.index;
+        let h = crate::trust::SendPtr(h);
+        let mut sent = 0;
+        for t in (0..self.shared.n).filter(|&t| t != me) {
+            self.send_plain(t, move || {
+                if let Some(w) = super::context::current() {
+                    w.send_plain(me, move || {
+                        let h = h;
+                        if let Some(w) = super::context::current() {
+                            // SAFETY: on `h`'s trustee, which keeps it
+                            // while its fence round is open.
+                            unsafe { crate::trust::property::fence_reply(w, h.0, round) }
+                        }
+                    });
+                }
+            });
+            sent += 1;
+        }
+        sent
+    }
+
+    /// Whether a local-shortcut request must wait in the deferred queue: a
+    /// closure (or a runtime message, or a drop) runs on this worker now,
+    /// possibly holding a borrow of the very property, or earlier requests
+    /// of this thread wait there.
+    #[inline]
+    pub(crate) fn must_defer(&self) -> bool {
+        self.delegated.get() || !self.deferred.borrow().is_empty()
+    }
+
+    /// Queues a local-shortcut request to run after the current closure,
+    /// after those queued before it.
+    pub(crate) fn defer(&self, run: Box<dyn FnOnce()>) {
+        self.deferred.borrow_mut().push_back(run);
+    }
+
+    /// Runs the deferred requests, in order, unless a closure still runs.
+    #[inline]
+    pub(crate) fn run_deferred(&self) {
+        if self.delegated.get() || self.deferred.borrow().is_empty() {
+            return;
+        }
+        self.run_deferred_slow();
+    }
+
+    #[cold]
+    fn run_deferred_slow(&self) {
+        loop {
+            let next = self.deferred.borrow_mut().pop_front();
+            let Some(run) = next else { break };
+            let _g = self.enter_delegated();
+            if let Err(p) = catch_unwind(AssertUnwindSafe(run)) {
+                self.report_panic("deferred request", p);
+            }
+        }
     }
 
     /// Forgets a doomed property that got a trust again.
@@ -317,32 +392,45 @@ impl Worker {
         self.doomed.borrow_mut().retain(|&(_, d)| !std::ptr::eq(d, h));
     }
 
-    /// Drops the doomed properties that no queued request can refer to any
-    /// more: those doomed before the last batch was taken (that batch held
-    /// every request queued for them, and has run), and all of them when
-    /// nothing is queued and no batch runs.
-    fn release_doomed(&self) {
-        let taken = self.batches.get();
-        let all = !self.outside_may_refer();
+    /// Drops the doomed properties that no request can name any more:
+    /// their fence round is complete, and an outside round that started
+    /// after they were doomed has completed. Runs in the worker loop only,
+    /// never inside a closure. True if one was dropped or waits only for
+    /// the next outside round (the loop must come round again).
+    fn release_doomed(&self) -> bool {
+        use crate::trust::property;
+        self.run_deferred();
+        let done = self.rounds_done.get();
         let ready: Vec<*mut Header> = {
             let mut d = self.doomed.borrow_mut();
             let mut ready = Vec::new();
-            d.retain(|&(tag, h)| {
-                let go = all || tag < taken;
-                if go {
+            // SAFETY: doomed headers are registered here, hence live.
+            d.retain(|&(tag, h)| match unsafe { property::fenced(h) } {
+                None => false,
+                Some(true) if tag < done => {
                     ready.push(h);
+                    false
                 }
-                !go
+                Some(_) => true,
             });
             ready
         };
+        let again = !ready.is_empty()
+            // SAFETY: as above.
+            || self.doomed.borrow().iter().any(|&(_, h)| unsafe { property::fenced(h) } == Some(true));
         for h in ready {
-            // SAFETY: doomed properties are registered here, with no trust
-            // left and no request in flight (above); each is doomed once.
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| unsafe { crate::trust::property::release(self, h) })) {
+            let g = self.enter_delegated();
+            // SAFETY: doomed here with no trust left, and every request that
+            // named it has run (above); each leaves the list once. An earlier
+            // drop in this loop cannot have given it a trust again: a trust
+            // to it would have kept its set from emptying.
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| unsafe { property::release(self, h) })) {
                 self.report_panic("property drop", p);
             }
+            drop(g);
+            self.run_deferred();
         }
+        again
     }
 
     pub(crate) fn run(&self) {
@@ -351,10 +439,15 @@ impl Worker {
         let mut idle = Idle::default();
         loop {
             let mut did = self.drain_injector();
+            self.run_deferred();
+            if !self.doomed.borrow().is_empty() {
+                did |= self.release_doomed();
+            }
             let ran = self.run_ready();
             did |= self.flush_all();
             did |= self.progress_fabric();
             did |= self.serve();
+            self.run_deferred();
             did |= self.poll();
             did |= self.flush_all();
             if self.shared.stopped() {
@@ -423,14 +516,34 @@ impl Worker {
         if pending > 0 {
             tracing::warn!(worker = self.index, lanes = pending, "shutdown left requests unanswered");
         }
+        self.run_deferred();
+        // The values first, each marked before its drop, so that a drop
+        // that reaches a property already dropped (a cycle of trusts, or a
+        // drop that delegates) has its closure refused; the cells after
+        // all of them, so that the mark stays readable until then.
+        let mut dropped = Vec::new();
         loop {
-            let h = self.properties.borrow_mut().pop();
-            let Some(h) = h else { break };
-            // SAFETY: registered headers are live and owned by this trustee;
-            // popping it first means nothing else will drop it.
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| unsafe { ((*h).drop_fn)(h) })) {
-                self.report_panic("property drop at shutdown", p);
+            let batch = std::mem::take(&mut *self.properties.borrow_mut());
+            if batch.is_empty() {
+                break;
             }
+            for &h in &batch {
+                let g = self.enter_delegated();
+                // SAFETY: registered headers are live and owned by this
+                // trustee; taken from the registry, each is dropped once.
+                let r = catch_unwind(AssertUnwindSafe(|| unsafe { crate::trust::property::drop_value_at_shutdown(h) }));
+                drop(g);
+                if let Err(p) = r {
+                    self.report_panic("property drop at shutdown", p);
+                }
+                self.run_deferred();
+            }
+            dropped.extend(batch);
+        }
+        for h in dropped {
+            // SAFETY: every value is dropped, and nothing runs any more
+            // that could reach these cells.
+            unsafe { crate::trust::property::free_at_shutdown(h) };
         }
         let tasks =
             std::mem::take(&mut *self.shared.local_worker(self.index).inject.lock().unwrap_or_else(|e| e.into_inner()));
