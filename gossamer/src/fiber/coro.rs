@@ -69,11 +69,18 @@ impl Fiber {
     }
 
     /// Runs the fiber until it suspends (`false`) or finishes (`true`).
+    /// The thread's current-fiber record is restored by a guard, so also
+    /// when a panic unwinds out of the fiber.
     pub(crate) fn resume(&mut self) -> bool {
+        struct Restore(*const Yielder<(), ()>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                CURRENT.with(|c| c.set(self.0));
+            }
+        }
         let co = self.co.as_mut().expect("resumed a finished fiber");
-        let prev = CURRENT.with(|c| c.replace(self.yielder.get()));
+        let _restore = Restore(CURRENT.with(|c| c.replace(self.yielder.get())));
         let r = co.resume(());
-        CURRENT.with(|c| c.set(prev));
         matches!(r, CoroutineResult::Return(()))
     }
 
