@@ -30,6 +30,11 @@ impl Drop for Bomb {
     }
 }
 
+/// The text of a panic payload.
+fn message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+}
+
 // ---- 6: joining across runtimes ---------------------------------------------
 
 /// A fiber of runtime A joins a fiber of runtime B: the join waits for the
@@ -407,7 +412,7 @@ fn s20_a_barrier_refuses_a_second_fiber_between_wake_and_run() {
             assert_eq!(first, 1);
             match second {
                 Ok(phase) => format!("the second fiber passed phase {phase}"),
-                Err(p) => p.downcast_ref::<String>().cloned().unwrap_or_default(),
+                Err(p) => message(&*p),
             }
         });
         assert!(msg.contains("two fibers of one thread wait at the same barrier"), "{msg}");
