@@ -12,7 +12,14 @@ thread_local! {
     /// The yielder of the fiber that is running on this thread, or null while
     /// the scheduler itself runs.
     static CURRENT: Cell<*const Yielder<(), ()>> = const { Cell::new(ptr::null()) };
+    /// True while [`Fiber::abandon`] resumes a fiber to unwind it.
+    static CANCELLING: Cell<bool> = const { Cell::new(false) };
 }
+
+/// The panic that unwinds a fiber abandoned at shutdown from the point where
+/// it was suspended.
+pub(crate) const ABANDONED: &str = "gossamer: the runtime shut down while this fiber was suspended (it did not \
+finish within Builder::shutdown_timeout); it is unwound from where it waited";
 
 /// A pool of fiber stacks owned by one worker thread. Creating a fiber from a
 /// pooled stack costs nanoseconds; mapping a fresh one costs microseconds.
@@ -47,13 +54,15 @@ impl StackPool {
 /// unwinds its stack, running the destructors of everything alive on it.
 pub(crate) struct Fiber {
     co: Option<Co>,
+    /// Whether the fiber has run at all (user frames may be on its stack).
+    started: bool,
     /// Where the fiber records its yielder on first entry.
     yielder: Cell<*const Yielder<(), ()>>,
 }
 
 impl Fiber {
     pub(crate) fn new(pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Box<Fiber> {
-        let mut fiber = Box::new(Fiber { co: None, yielder: Cell::new(ptr::null()) });
+        let mut fiber = Box::new(Fiber { co: None, started: false, yielder: Cell::new(ptr::null()) });
         let slot = SendPtr(&fiber.yielder as *const Cell<*const Yielder<(), ()>>);
         let co = Coroutine::with_stack(pool.take(), move |y: &Yielder<(), ()>, ()| {
             let slot = slot;
@@ -79,9 +88,43 @@ impl Fiber {
             }
         }
         let co = self.co.as_mut().expect("resumed a finished fiber");
+        self.started = true;
         let _restore = Restore(CURRENT.with(|c| c.replace(self.yielder.get())));
         let r = co.resume(());
         matches!(r, CoroutineResult::Return(()))
+    }
+
+    /// Ends a fiber that will never be resumed normally: the runtime
+    /// stopped with it unfinished.
+    ///
+    /// A fiber that never ran is dropped (its closure with it). One that
+    /// ran is resumed once more, and the call it was suspended in panics
+    /// with [`ABANDONED`]: it unwinds as an ordinary panic, on its own
+    /// stack, as the current fiber of its worker, so destructors on the way
+    /// run in a normal fiber context (an `apply` to a property of this
+    /// thread still works) rather than inside `corosensei`'s forced unwind,
+    /// where any blocking call would be a panic in a destructor during
+    /// cleanup and abort the process. A destructor that blocks while it
+    /// unwinds suspends the fiber again; it can never be resumed, and its
+    /// stack may hold values that must not be freed without their
+    /// destructors (pinned ones), so that fiber is leaked, stack and all,
+    /// as a thread is at process exit.
+    pub(crate) fn abandon(mut self: Box<Self>) {
+        if !self.started || self.co.as_ref().is_none_or(|co| co.done()) {
+            return;
+        }
+        struct Clear;
+        impl Drop for Clear {
+            fn drop(&mut self) {
+                CANCELLING.with(|c| c.set(false));
+            }
+        }
+        CANCELLING.with(|c| c.set(true));
+        let _clear = Clear;
+        if !self.resume() {
+            tracing::warn!("a fiber abandoned at shutdown blocked again while unwinding; it is leaked");
+            std::mem::forget(self);
+        }
     }
 
     /// Gives a finished fiber's stack back to the pool.
@@ -110,4 +153,8 @@ pub(crate) fn suspend() {
     // and on every resume; it lives on that fiber's stack, which is live.
     unsafe { (*y).suspend(()) };
     // After the resume, `Fiber::resume` has set CURRENT back to us.
+    if CANCELLING.with(|c| c.get()) {
+        // Resumed by `Fiber::abandon`: unwind from the wait.
+        panic!("{ABANDONED}");
+    }
 }

@@ -67,8 +67,9 @@ where
     R: Send + 'static,
 {
     let state = Arc::new(Mutex::new(State { result: None, joiner: Joiner::None }));
-    let s2 = state.clone();
+    let mut unrun = Unrun(Some(state.clone()));
     let body = move || {
+        let s2 = unrun.0.take().expect("a fiber body runs once");
         let r = catch_unwind(AssertUnwindSafe(f));
         // The result's owner, the joiner's waker and a detached fiber's
         // result are user code: nothing of it unwinds out of the fiber.
@@ -78,6 +79,7 @@ where
         })) {
             report("the end of a fiber", p);
         }
+        drop(unrun);
     };
     (JoinHandle { state }, body)
 }
@@ -176,6 +178,20 @@ pub(crate) unsafe fn finish_remote<R>(raw: *const (), r: thread::Result<R>) {
     // SAFETY: per the contract, this reclaims the leaked strong count.
     let state = unsafe { Arc::from_raw(raw.cast::<Mutex<State<R>>>()) };
     complete(&state, r);
+}
+
+/// A fiber body's hold on its state: when the body is dropped without
+/// running (the runtime stopped first), the joiner learns it as a panic
+/// instead of waiting for ever.
+struct Unrun<R>(Option<Arc<Mutex<State<R>>>>);
+
+impl<R> Drop for Unrun<R> {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            let why: Box<dyn Any + Send> = Box::new("gossamer: the runtime shut down before this fiber ran");
+            complete(&s, Err(why));
+        }
+    }
 }
 
 /// Records a fiber's result and wakes whoever joins it.

@@ -396,14 +396,22 @@ impl Worker {
     /// After the runtime stopped: unwind fibers that never finished, drop
     /// the properties still entrusted here, drop undelivered injected tasks.
     fn cleanup(&self) {
-        let fibers: Vec<Box<Fiber>> = std::mem::take(&mut *self.fibers.borrow_mut()).into_iter().flatten().collect();
+        let fibers: Vec<(u32, Box<Fiber>)> = std::mem::take(&mut *self.fibers.borrow_mut())
+            .into_iter()
+            .enumerate()
+            .filter_map(|(id, f)| Some((id as u32, f?)))
+            .collect();
         if !fibers.is_empty() {
             tracing::warn!(worker = self.index, count = fibers.len(), "shutdown abandoned fibers that never finished");
         }
-        for f in fibers {
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(f))) {
+        // Each is unwound from where it waits, as this worker's current
+        // fiber, before the properties go (see `Fiber::abandon`).
+        for (id, f) in fibers {
+            self.current.set(id);
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f.abandon())) {
                 self.report_panic("abandoned fiber", p);
             }
+            self.current.set(NO_FIBER);
         }
         self.cleaning.set(true);
         // Requests from outside that came too late: their futures learn
