@@ -235,6 +235,28 @@ fn libc_sigabrt() -> i32 {
     6
 }
 
+fn thread_overflow_child() {
+    // The runtime's fault handler is installed; a plain thread's overflow
+    // must still reach std's.
+    let rt = Runtime::builder().workers(1).build().unwrap();
+    assert_eq!(rt.block_on(|| 1), 1);
+    let t = std::thread::Builder::new().name("plain".into()).stack_size(128 * 1024).spawn(|| recurse(0)).unwrap();
+    println!("unreachable: {:?}", t.join().is_ok());
+}
+
+/// The handler passes faults outside fiber guard pages on: a plain
+/// thread's overflow still gets std's message.
+#[test]
+fn s09_an_overflow_outside_fibers_still_gets_the_std_message() {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "soundness_entry", "--nocapture", "--test-threads=1"])
+        .env("GOSSAMER_SOUNDNESS", "thread_overflow");
+    let (out, _) = run_program(cmd, Duration::from_secs(60));
+    let t = text(&out);
+    assert_eq!(out.status.signal(), Some(libc_sigabrt()), "{t}");
+    assert!(t.contains("thread 'plain'") && t.contains("has overflowed its stack"), "{t}");
+}
+
 // ---- 15: thread-local context restored; no user code outside catch_unwind --
 
 /// An `apply_then` whose closure panics and whose callback owns a value
@@ -426,6 +448,7 @@ fn soundness_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SOUNDNESS") else { return };
     match s.as_str() {
         "overflow" => overflow_child(),
+        "thread_overflow" => thread_overflow_child(),
         "shared" => gossamer::main(shared_two_readers, 4),
         other => panic!("unknown scenario {other}"),
     }

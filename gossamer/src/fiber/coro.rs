@@ -3,7 +3,9 @@
 use std::cell::Cell;
 use std::ptr;
 
-use corosensei::stack::DefaultStack;
+use corosensei::stack::{DefaultStack, Stack};
+
+use super::overflow;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 type Co = Coroutine<(), (), (), DefaultStack>;
@@ -23,15 +25,19 @@ finish within Builder::shutdown_timeout); it is unwound from where it waited";
 
 /// A pool of fiber stacks owned by one worker thread. Creating a fiber from a
 /// pooled stack costs nanoseconds; mapping a fresh one costs microseconds.
+/// Made on its worker thread, which it also prepares for reporting fiber
+/// stack overflows (see `overflow`).
 pub(crate) struct StackPool {
     stack_size: usize,
     free: Vec<DefaultStack>,
     limit: usize,
+    _alt: overflow::AltStack,
 }
 
 impl StackPool {
     pub(crate) fn new(stack_size: usize, limit: usize) -> Self {
-        StackPool { stack_size, free: Vec::new(), limit }
+        overflow::install();
+        StackPool { stack_size, free: Vec::new(), limit, _alt: overflow::AltStack::ensure() }
     }
 
     fn take(&mut self) -> DefaultStack {
@@ -56,15 +62,27 @@ pub(crate) struct Fiber {
     co: Option<Co>,
     /// Whether the fiber has run at all (user frames may be on its stack).
     started: bool,
+    /// The lowest address of its stack mapping: the guard page.
+    stack_low: usize,
+    /// The stack size the runtime was built with, for the overflow report.
+    stack_size: usize,
     /// Where the fiber records its yielder on first entry.
     yielder: Cell<*const Yielder<(), ()>>,
 }
 
 impl Fiber {
     pub(crate) fn new(pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Box<Fiber> {
-        let mut fiber = Box::new(Fiber { co: None, started: false, yielder: Cell::new(ptr::null()) });
+        let mut fiber = Box::new(Fiber {
+            co: None,
+            started: false,
+            stack_low: 0,
+            stack_size: pool.stack_size,
+            yielder: Cell::new(ptr::null()),
+        });
         let slot = SendPtr(&fiber.yielder as *const Cell<*const Yielder<(), ()>>);
-        let co = Coroutine::with_stack(pool.take(), move |y: &Yielder<(), ()>, ()| {
+        let stack = pool.take();
+        fiber.stack_low = stack.limit().get();
+        let co = Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
             let slot = slot;
             // SAFETY: `slot` points into the box of this fiber's `Fiber`,
             // which owns the coroutine and so outlives it; the box never
@@ -90,6 +108,7 @@ impl Fiber {
         let co = self.co.as_mut().expect("resumed a finished fiber");
         self.started = true;
         let _restore = Restore(CURRENT.with(|c| c.replace(self.yielder.get())));
+        let _running = overflow::Running::enter(self.stack_low, self.stack_size);
         let r = co.resume(());
         matches!(r, CoroutineResult::Return(()))
     }
