@@ -179,7 +179,14 @@ impl AltStack {
         let len = 64 * 1024 + page_size();
         // SAFETY: an anonymous private mapping; checked for failure.
         let mapping = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
         if mapping == libc::MAP_FAILED {
             return none;
@@ -188,7 +195,11 @@ impl AltStack {
         // the rest is handed to the kernel as this thread's signal stack.
         unsafe {
             libc::mprotect(mapping, page_size(), libc::PROT_NONE);
-            let st = libc::stack_t { ss_sp: mapping.cast::<u8>().add(page_size()).cast(), ss_flags: 0, ss_size: len - page_size() };
+            let st = libc::stack_t {
+                ss_sp: mapping.cast::<u8>().add(page_size()).cast(),
+                ss_flags: 0,
+                ss_size: len - page_size(),
+            };
             if libc::sigaltstack(&st, std::ptr::null_mut()) != 0 {
                 libc::munmap(mapping, len);
                 return none;
