@@ -358,6 +358,54 @@ fn s15_thread_local_destructors_on_a_worker_see_no_runtime() {
     });
 }
 
+/// Across processes: a `launch_then` callback that panics, run by the
+/// fiber that waits for the far result; the worker lives on.
+fn far_callback() {
+    static CALLED: AtomicBool = AtomicBool::new(false);
+    let latch: Trust<gossamer::Latch<u64>> =
+        gossamer::spawn_with(2, |()| gossamer::local_trustee().entrust(gossamer::Latch::new(0u64)), ()).join().unwrap();
+    latch.launch_then(
+        |v| {
+            *v += 1;
+            *v
+        },
+        |_| {
+            CALLED.store(true, Ordering::SeqCst);
+            panic!("a launch_then callback that panics");
+        },
+    );
+    let start = Instant::now();
+    while !CALLED.load(Ordering::SeqCst) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the callback never ran");
+        gossamer::yield_now();
+    }
+    for _ in 0..100 {
+        gossamer::yield_now();
+    }
+    assert_eq!(latch.launch(|v| *v), 1);
+    println!("SOUNDNESS far_callback ok");
+}
+
+#[test]
+fn s15_a_panicking_callback_of_a_far_launch_cannot_kill_its_worker() {
+    let (out, _) = run_program(multi("far_callback"), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SOUNDNESS far_callback ok"), "{t}");
+}
+
+/// This test binary as a program of two processes running `scenario`.
+fn multi(scenario: &str) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "soundness_entry", "--nocapture", "--test-threads=1"])
+        .env("GOSSAMER_SOUNDNESS", scenario)
+        .env("GOSSAMER_PROCESSES", "2")
+        .env("GOSSAMER_SILENCE_MS", "20000")
+        .env_remove("GOSSAMER_RANK")
+        .env_remove("GOSSAMER_SIZE");
+    cmd
+}
+
 // ---- 20: Shared::get and Barrier ---------------------------------------------
 
 /// Two fibers of one worker in another process read the same handle for
@@ -383,14 +431,7 @@ fn shared_two_readers() {
 
 #[test]
 fn s20_two_fibers_reading_a_shared_value_first_do_not_block_their_thread() {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "soundness_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SOUNDNESS", "shared")
-        .env("GOSSAMER_PROCESSES", "2")
-        .env("GOSSAMER_SILENCE_MS", "20000")
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE");
-    let (out, _) = run_program(cmd, Duration::from_secs(60));
+    let (out, _) = run_program(multi("shared"), Duration::from_secs(60));
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SOUNDNESS shared ok"), "{t}");
@@ -450,6 +491,7 @@ fn soundness_entry() {
         "overflow" => overflow_child(),
         "thread_overflow" => thread_overflow_child(),
         "shared" => gossamer::main(shared_two_readers, 4),
+        "far_callback" => gossamer::main(far_callback, 4),
         other => panic!("unknown scenario {other}"),
     }
 }

@@ -89,7 +89,15 @@ impl Fiber {
             // moves its contents.
             unsafe { (*slot.0).set(y) };
             CURRENT.with(|c| c.set(y));
-            body();
+            // A fiber body is user code, or holds some (a callback): a
+            // panic that it lets escape ends the fiber here, reported,
+            // and never unwinds through the scheduler into the loop.
+            if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+                match crate::runtime::context::current() {
+                    Some(w) => w.report_panic("fiber", p),
+                    None => crate::error::drop_payload(p),
+                }
+            }
         });
         fiber.co = Some(co);
         fiber
