@@ -126,7 +126,7 @@ impl Fiber {
     ///
     /// A fiber that never ran is dropped (its closure with it). One that
     /// ran is resumed once more, and the call it was suspended in panics
-    /// with [`ABANDONED`]: it unwinds as an ordinary panic, on its own
+    /// with [`ABANDONED`] (as `resume_unwind`, without the panic hook): it unwinds as an ordinary panic, on its own
     /// stack, as the current fiber of its worker, so destructors on the way
     /// run in a normal fiber context (an `apply` to a property of this
     /// thread still works) rather than inside `corosensei`'s forced unwind,
@@ -184,7 +184,10 @@ pub(crate) fn suspend() {
     unsafe { (*y).suspend(()) };
     // After the resume, `Fiber::resume` has set CURRENT back to us.
     if CANCELLING.with(|c| c.get()) {
-        // Resumed by `Fiber::abandon`: unwind from the wait.
-        panic!("{ABANDONED}");
+        // Resumed by `Fiber::abandon`: unwind from the wait. Without the
+        // panic hook (no message per fiber on stderr, where the program's
+        // own last words go); the shutdown logs the abandoned fibers, and
+        // a joiner gets the payload.
+        std::panic::resume_unwind(Box::new(ABANDONED));
     }
 }
