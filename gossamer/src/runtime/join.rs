@@ -86,8 +86,10 @@ where
 
 impl<R> JoinHandle<R> {
     /// Waits for the fiber and returns its result, or the panic that ended
-    /// it. From a fiber this suspends only the fiber; from a thread outside
-    /// the runtime it blocks the thread.
+    /// it. From a fiber this suspends only the fiber (the fiber joined may
+    /// belong to another runtime: the wake-up comes through this fiber's
+    /// own runtime); from a thread outside the runtime it blocks the
+    /// thread.
     ///
     /// # Panics
     /// In delegated context, where nothing may block.
