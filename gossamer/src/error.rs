@@ -39,6 +39,21 @@ pub(crate) fn panic_message(p: &(dyn Any + Send)) -> String {
     }
 }
 
+/// Drops a panic payload that the runtime owns, inside `catch_unwind`: a
+/// payload's own `Drop` is user code and may panic too (its payload in
+/// turn is dropped the same way, a bounded number of times, then leaked),
+/// and nothing may unwind into the runtime's loop.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    let mut p = payload;
+    for _ in 0..8 {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || drop(p))) {
+            Ok(()) => return,
+            Err(q) => p = q,
+        }
+    }
+    std::mem::forget(p);
+}
+
 /// A panic caught where it could not unwind into its caller: in a fiber
 /// (returned by [`JoinHandle::join`](crate::JoinHandle::join)) or in a
 /// delegated closure (given to [`Trust::try_apply_then`](crate::Trust::try_apply_then)).

@@ -6,13 +6,19 @@
 //! [`suspend`]. Fibers never move between OS threads.
 //!
 //! Two back ends sit behind the same interface:
-//! * normally, `corosensei` coroutines on pooled, guard-paged stacks;
+//! * normally, `corosensei` coroutines on pooled stacks, each with a guard
+//!   page below it: running off the end faults there, and the process ends
+//!   with a message naming the fiber stack size and `Builder::stack_size`
+//!   and an abort, as std ends a thread that overflows its stack
+//!   (`overflow`);
 //! * under Miri (which cannot run hand-written context switches), one OS
 //!   thread per fiber with a baton passed through a mutex and condition
 //!   variable, so the channel and runtime code can still be checked by Miri.
 
 #[cfg(not(miri))]
 mod coro;
+#[cfg(not(miri))]
+mod overflow;
 #[cfg(not(miri))]
 pub(crate) use coro::{in_fiber, suspend, Fiber, StackPool};
 

@@ -87,6 +87,10 @@ impl Fiber {
 
     pub(crate) fn recycle(self, _pool: &mut StackPool) {}
 
+    /// Ends a fiber the runtime stopped with (see the coroutine back end):
+    /// here the fiber's thread is simply left waiting.
+    pub(crate) fn abandon(self: Box<Self>) {}
+
     pub(crate) fn resume(&mut self) -> bool {
         *self.baton.context.lock().unwrap() = Ctx(crate::runtime::context::raw());
         self.baton.pass(Turn::Fiber);

@@ -17,6 +17,16 @@
 //! has requests of this thread in flight suffices (none when nothing is in
 //! flight). Hence, after `wait` returns anywhere, everything any
 //! participant issued before its `wait` towards any participant is done.
+//!
+//! *One fiber per thread per phase*: a fiber claims its thread's gate as
+//! the first step of `wait` and gives it up only when it passes, so a
+//! second fiber of the thread arriving at any moment in between — while
+//! the first waits, and also after the gate opened for it but before it
+//! ran — is refused with a panic, before it arrives. The gate wakes its
+//! fiber only while that fiber is suspended on it (a flag set by the
+//! fiber's last check, with no suspension point between the check and
+//! the suspension), so a wake never reaches a fiber waiting for
+//! something else.
 
 use std::sync::Arc;
 
@@ -54,18 +64,49 @@ struct Gate {
     opened: u64,
     /// The phases this thread has passed.
     passed: u64,
-    /// The fiber of this thread waiting at the barrier.
+    /// The fiber of this thread inside `wait`, from its first step until
+    /// it passes.
     #[serde(skip)]
-    fiber: Option<u32>,
+    waiter: Option<u32>,
+    /// Whether that fiber is suspended on the gate (only then may `open`
+    /// wake it).
+    #[serde(skip)]
+    asleep: bool,
 }
 
 impl Gate {
     fn open(&mut self, generation: u64) {
         self.opened = self.opened.max(generation);
-        if let Some(f) = self.fiber.take() {
-            if let Some(w) = context::current() {
+        if std::mem::take(&mut self.asleep) {
+            if let (Some(f), Some(w)) = (self.waiter, context::current()) {
                 w.make_ready(f);
             }
+        }
+    }
+}
+
+/// Gives up a fiber's claim on its gate if `wait` unwinds before it passed.
+struct Claim<'a> {
+    gate: &'a Trust<Gate>,
+    fiber: u32,
+    passed: bool,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if !self.passed {
+            let fiber = self.fiber;
+            // The gate is on this thread: this runs at once, without
+            // suspending, also while unwinding.
+            self.gate.apply_then(
+                move |g| {
+                    if g.waiter == Some(fiber) {
+                        g.waiter = None;
+                        g.asleep = false;
+                    }
+                },
+                |()| {},
+            );
         }
     }
 }
@@ -163,6 +204,21 @@ impl Barrier {
         let Ok(me) = inner.threads.binary_search(&w.index) else {
             panic!("gossamer: thread {} is not a participant of this barrier ({:?})", w.index, inner.threads)
         };
+        let gate = &inner.gates[me];
+        let fiber = w.current_fiber();
+        // Claim the gate before anything else, until this fiber passes.
+        let claimed = gate.apply(move |g| match g.waiter {
+            Some(f) if f != fiber => false,
+            _ => {
+                g.waiter = Some(fiber);
+                true
+            }
+        });
+        assert!(
+            claimed,
+            "gossamer: two fibers of one thread wait at the same barrier; each participant thread arrives once per phase"
+        );
+        let mut claim = Claim { gate, fiber, passed: false };
         // Transitive semantics: what this thread issued towards the other
         // participants has run before we arrive.
         for (i, &t) in inner.threads.iter().enumerate() {
@@ -171,25 +227,22 @@ impl Barrier {
             }
         }
         inner.coordinator.apply_then(|c| c.arrive(), |()| {});
-        let gate = &inner.gates[me];
-        let fiber = w.current_fiber();
         loop {
+            // The gate is on this thread (local shortcut): nothing suspends
+            // between setting `asleep` and the suspension below.
             let passed = gate.apply(move |g| {
                 if g.opened > g.passed {
                     g.passed += 1;
-                    g.fiber = None;
+                    g.waiter = None;
+                    g.asleep = false;
                     Some(g.passed)
                 } else {
-                    assert!(
-                        g.fiber.is_none_or(|f| f == fiber),
-                        "gossamer: two fibers of one thread wait at the same barrier; each participant thread \
-                         arrives once per phase"
-                    );
-                    g.fiber = Some(fiber);
+                    g.asleep = true;
                     None
                 }
             });
             if let Some(phase) = passed {
+                claim.passed = true;
                 return phase;
             }
             crate::fiber::suspend();

@@ -16,6 +16,9 @@
 //!   it, and the home (with the original) with the last handle anywhere,
 //!   by the trust's own reference counting across processes.
 //!
+//! A first read never suspends while holding anything another fiber of its
+//! thread could wait for: the fetch runs outside the handle's `OnceLock`.
+//!
 //! Reading is free of locks and of atomic read-modify-write once a handle
 //! has its replica; the replica table (a mutex) is touched only on a
 //! handle's first read in a process that did not publish the value.
@@ -84,7 +87,17 @@ where
     /// delegated closure, where nothing may suspend) or outside the
     /// runtime's threads.
     pub fn get(&self) -> &T {
-        self.replica.get_or_init(|| self.fetch())
+        if let Some(v) = self.replica.get() {
+            return v;
+        }
+        // Fetched outside the `OnceLock`: its initialisation must never
+        // suspend, or a second fiber of this thread reading the same handle
+        // would block the OS thread in the lock's wait while the fiber it
+        // waits for can only run on that thread. Two fibers may both fetch;
+        // both get the process's one replica, and the first `set` wins.
+        let fetched = self.fetch();
+        let _ = self.replica.set(fetched);
+        self.replica.get().expect("set above")
     }
 
     /// Whether this handle has its replica (reads will not suspend).

@@ -75,6 +75,9 @@ impl Builder {
     }
 
     /// Stack size of each fiber (default 256 KiB; pages are touched lazily).
+    /// Below each stack lies a guard page: a fiber that runs off its end
+    /// (deep recursion) ends the process, as an overflowing thread does,
+    /// with a message naming this size and this setting.
     pub fn stack_size(mut self, bytes: usize) -> Self {
         self.stack_size = bytes;
         self

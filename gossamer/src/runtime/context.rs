@@ -19,12 +19,28 @@ pub(crate) fn current() -> Option<&'static Worker> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-pub(crate) fn enter(w: &Worker) {
-    WORKER.with(|c| c.set(w));
+/// Makes `w` this thread's worker until the returned guard is dropped.
+///
+/// The guard, not a matching call, clears the context: on every way out of
+/// the worker's loop, unwinding included, the context is cleared before
+/// the `Worker` goes, so code that runs later on the thread (thread-local
+/// destructors, say) never finds a dangling worker.
+#[must_use = "the context is cleared when the guard is dropped"]
+pub(crate) fn enter(w: &Worker) -> Entered<'_> {
+    let prev = WORKER.with(|c| c.replace(w));
+    Entered { prev, _worker: std::marker::PhantomData }
 }
 
-pub(crate) fn leave() {
-    WORKER.with(|c| c.set(ptr::null()));
+/// Restores the previous context when dropped (see [`enter`]).
+pub(crate) struct Entered<'a> {
+    prev: *const Worker,
+    _worker: std::marker::PhantomData<&'a Worker>,
+}
+
+impl Drop for Entered<'_> {
+    fn drop(&mut self) {
+        WORKER.with(|c| c.set(self.prev));
+    }
 }
 
 /// The raw context, for the Miri fiber fallback that runs fibers on helper

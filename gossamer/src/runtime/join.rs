@@ -1,5 +1,21 @@
 //! Spawning fibers and joining them.
+//!
+//! Two rules keep joins sound:
+//! * **A wake never crosses runtimes.** A joiner records its runtime (its
+//!   `Shared`), worker and fiber; the completion makes that fiber ready on
+//!   that worker directly only when it runs on a worker of the same
+//!   runtime, and otherwise hands the wake to the joiner's own runtime
+//!   through its injection queue. A fiber of one runtime may so join a
+//!   fiber of another, and a fiber number is never looked up in a runtime
+//!   it does not belong to (where it would name an unrelated fiber, one
+//!   waiting for a latch, say).
+//! * **No user code unwinds into the runtime.** A fiber's end stores its
+//!   result, wakes its joiner (a task's `Waker` is user code) and, for a
+//!   detached fiber, drops the result or panic payload (whose `Drop` is
+//!   user code): all inside `catch_unwind`, a panic there reported like any
+//!   unhandled panic.
 
+use std::any::Any;
 use std::future::{Future, IntoFuture};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
@@ -14,7 +30,7 @@ use crate::fiber;
 
 enum Joiner {
     None,
-    Fiber { runtime: u64, worker: usize, fiber: u32 },
+    Fiber { runtime: Arc<Shared>, worker: usize, fiber: u32 },
     Thread(Thread),
     Task(Waker),
 }
@@ -51,18 +67,29 @@ where
     R: Send + 'static,
 {
     let state = Arc::new(Mutex::new(State { result: None, joiner: Joiner::None }));
-    let s2 = state.clone();
+    let mut unrun = Unrun(Some(state.clone()));
     let body = move || {
+        let s2 = unrun.0.take().expect("a fiber body runs once");
         let r = catch_unwind(AssertUnwindSafe(f));
-        complete(&s2, r);
+        // The result's owner, the joiner's waker and a detached fiber's
+        // result are user code: nothing of it unwinds out of the fiber.
+        if let Err(p) = catch_unwind(AssertUnwindSafe(move || {
+            complete(&s2, r);
+            drop(s2);
+        })) {
+            report("the end of a fiber", p);
+        }
+        drop(unrun);
     };
     (JoinHandle { state }, body)
 }
 
 impl<R> JoinHandle<R> {
     /// Waits for the fiber and returns its result, or the panic that ended
-    /// it. From a fiber this suspends only the fiber; from a thread outside
-    /// the runtime it blocks the thread.
+    /// it. From a fiber this suspends only the fiber (the fiber joined may
+    /// belong to another runtime: the wake-up comes through this fiber's
+    /// own runtime); from a thread outside the runtime it blocks the
+    /// thread.
     ///
     /// # Panics
     /// In delegated context, where nothing may block.
@@ -78,7 +105,7 @@ impl<R> JoinHandle<R> {
                     return r.map_err(Panicked::new);
                 }
                 s.joiner = match me {
-                    Some(w) => Joiner::Fiber { runtime: w.shared.id, worker: w.index, fiber: w.current_fiber() },
+                    Some(w) => Joiner::Fiber { runtime: w.shared.clone(), worker: w.index, fiber: w.current_fiber() },
                     None => Joiner::Thread(thread::current()),
                 };
             }
@@ -155,6 +182,20 @@ pub(crate) unsafe fn finish_remote<R>(raw: *const (), r: thread::Result<R>) {
     complete(&state, r);
 }
 
+/// A fiber body's hold on its state: when the body is dropped without
+/// running (the runtime stopped first), the joiner learns it as a panic
+/// instead of waiting for ever.
+struct Unrun<R>(Option<Arc<Mutex<State<R>>>>);
+
+impl<R> Drop for Unrun<R> {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.take() {
+            let why: Box<dyn Any + Send> = Box::new("gossamer: the runtime shut down before this fiber ran");
+            complete(&s, Err(why));
+        }
+    }
+}
+
 /// Records a fiber's result and wakes whoever joins it.
 fn complete<R>(state: &Mutex<State<R>>, r: thread::Result<R>) {
     let joiner = {
@@ -165,17 +206,44 @@ fn complete<R>(state: &Mutex<State<R>>, r: thread::Result<R>) {
     match joiner {
         Joiner::None => {}
         Joiner::Thread(t) => t.unpark(),
-        Joiner::Task(w) => w.wake(),
-        Joiner::Fiber { runtime, worker, fiber } => {
-            let w = context::current().expect("fiber finished outside its runtime");
-            debug_assert_eq!(w.shared.id, runtime);
-            if w.index == worker {
-                w.make_ready(fiber);
-            } else {
-                w.send_plain(worker, move || {
-                    context::current().expect("runtime message outside a worker").make_ready(fiber);
-                });
+        Joiner::Task(w) => {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(move || w.wake())) {
+                report("a waker of a JoinFuture", p);
             }
+        }
+        Joiner::Fiber { runtime, worker, fiber } => match context::current() {
+            Some(w) if Arc::ptr_eq(&w.shared, &runtime) => {
+                if w.index == worker {
+                    w.make_ready(fiber);
+                } else {
+                    w.send_plain(worker, move || {
+                        context::current().expect("runtime message outside a worker").make_ready(fiber);
+                    });
+                }
+            }
+            // Another runtime's fiber, or no worker at all: the joiner's
+            // own runtime makes it ready, on its worker.
+            _ => runtime.inject(
+                worker,
+                Box::new(move || {
+                    if let Some(w) = context::current() {
+                        w.make_ready(fiber);
+                    }
+                }),
+            ),
+        },
+    }
+}
+
+/// Reports a panic of user code run at a fiber's end: counted by the
+/// worker's runtime when there is one, logged otherwise; the payload is
+/// dropped inside `catch_unwind`.
+fn report(what: &str, p: Box<dyn Any + Send>) {
+    match context::current() {
+        Some(w) => w.report_panic(what, p),
+        None => {
+            tracing::error!("unhandled panic in {what}: {}", crate::error::panic_message(&*p));
+            crate::error::drop_payload(p);
         }
     }
 }

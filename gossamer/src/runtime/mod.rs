@@ -103,9 +103,10 @@ impl Runtime {
                     }
                     let _ = sh.local_worker(index).thread.set(thread::current());
                     let w = Worker::new(index, sh);
-                    context::enter(&w);
+                    // Cleared by the guard on every exit, unwinding too,
+                    // before `w` is dropped.
+                    let _ctx = context::enter(&w);
                     w.run();
-                    context::leave();
                 });
             match spawned {
                 Ok(h) => threads.push(h),

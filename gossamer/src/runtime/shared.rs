@@ -410,6 +410,7 @@ impl Shared {
     pub(crate) fn report_panic(&self, worker: Option<usize>, what: &str, payload: Box<dyn std::any::Any + Send>) {
         self.unhandled_panics.fetch_add(1, Ordering::Relaxed);
         tracing::error!(worker, "unhandled panic in {what}: {}", crate::error::panic_message(&*payload));
+        crate::error::drop_payload(payload);
     }
 
     /// This process's workers that run user fibers (not dedicated trustees).

@@ -175,7 +175,18 @@ impl<U, G: FnOnce(U)> ThenKind<U, G> for PlainThen {
     fn run(g: G, r: thread::Result<U>) -> Option<(&'static str, Box<dyn Any + Send>)> {
         match r {
             Ok(u) => catch_unwind(AssertUnwindSafe(|| g(u))).err().map(|p| ("then-callback", p)),
-            Err(p) => Some(("closure delegated with apply_then", p)),
+            Err(p) => {
+                // The callback is user code: its drop too runs inside
+                // `catch_unwind`.
+                if let Err(q) = catch_unwind(AssertUnwindSafe(|| drop(g))) {
+                    tracing::error!(
+                        "unhandled panic in dropping a then-callback: {}",
+                        crate::error::panic_message(&*q)
+                    );
+                    crate::error::drop_payload(q);
+                }
+                Some(("closure delegated with apply_then", p))
+            }
         }
     }
 }

@@ -452,7 +452,12 @@ impl Worker {
                             .completions
                             .pop_front()
                             .expect("gossamer: response without request");
-                        (c.run)(self, t, c.data, rec);
+                        // A completion may run user code (a then-callback,
+                        // a result's or a callback's drop): never let it
+                        // unwind into the loop.
+                        if let Err(p) = catch_unwind(AssertUnwindSafe(|| (c.run)(self, t, c.data, rec))) {
+                            self.report_panic("completion", p);
+                        }
                     }
                 })
             };

@@ -103,8 +103,13 @@ impl Worker {
             while let Some(rec) = r.next(record_words) {
                 let c = self.lanes[t].borrow_mut().completions.pop_front().expect("gossamer: response without request");
                 // SAFETY: the record is the response to this completion's
-                // request (responses come in request order).
-                unsafe { (c.run)(self, t, c.data, rec) };
+                // request (responses come in request order). The
+                // completion may run user code: it never unwinds into the
+                // loop.
+                let run = || unsafe { (c.run)(self, t, c.data, rec) };
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+                    self.report_panic("completion", p);
+                }
             }
         });
         self.lanes[t].borrow_mut().in_flight = 0;

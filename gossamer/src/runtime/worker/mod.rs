@@ -3,6 +3,12 @@
 //! (queues, flushing, polling responses) in `client`, the trustee side
 //! (serving request slots) in `trustee`, and idling without burning the
 //! core in `idle`.
+//!
+//! User code never unwinds into this loop: every closure, callback,
+//! completion, injected task and destructor of user values that the loop
+//! runs is wrapped in `catch_unwind` (a panic is reported, its payload
+//! dropped inside `catch_unwind` too), and the thread's context is cleared
+//! by a guard, so even an internal panic leaves no dangling worker behind.
 
 mod client;
 mod far;
@@ -488,15 +494,28 @@ impl Worker {
 
     /// After the runtime stopped: unwind fibers that never finished, drop
     /// the properties still entrusted here, drop undelivered injected tasks.
+    ///
+    /// Everything here runs user code (destructors, a fiber's unwinding):
+    /// each piece runs inside `catch_unwind`, and abandoned fibers are
+    /// unwound in fiber context (see `Fiber::abandon`), never by a forced
+    /// unwind in which a blocking call would abort the process.
     fn cleanup(&self) {
-        let fibers: Vec<Box<Fiber>> = std::mem::take(&mut *self.fibers.borrow_mut()).into_iter().flatten().collect();
+        let fibers: Vec<(u32, Box<Fiber>)> = std::mem::take(&mut *self.fibers.borrow_mut())
+            .into_iter()
+            .enumerate()
+            .filter_map(|(id, f)| Some((id as u32, f?)))
+            .collect();
         if !fibers.is_empty() {
             tracing::warn!(worker = self.index, count = fibers.len(), "shutdown abandoned fibers that never finished");
         }
-        for f in fibers {
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(f))) {
+        // Each is unwound from where it waits, as this worker's current
+        // fiber, before the properties go (see `Fiber::abandon`).
+        for (id, f) in fibers {
+            self.current.set(id);
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f.abandon())) {
                 self.report_panic("abandoned fiber", p);
             }
+            self.current.set(NO_FIBER);
         }
         self.cleaning.set(true);
         // Requests from outside that came too late: their futures learn
@@ -545,8 +564,21 @@ impl Worker {
             // that could reach these cells.
             unsafe { crate::trust::property::free_at_shutdown(h) };
         }
+        // What user code did above may have spawned fibers (never run) or
+        // injected tasks; their drops run user destructors, so each is
+        // dropped inside `catch_unwind`, like everything else here.
+        let late: Vec<Box<Fiber>> = std::mem::take(&mut *self.fibers.borrow_mut()).into_iter().flatten().collect();
+        for f in late {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f.abandon())) {
+                self.report_panic("abandoned fiber", p);
+            }
+        }
         let tasks =
             std::mem::take(&mut *self.shared.local_worker(self.index).inject.lock().unwrap_or_else(|e| e.into_inner()));
-        drop(tasks);
+        for t in tasks {
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(t))) {
+                self.report_panic("undelivered injected task", p);
+            }
+        }
     }
 }
