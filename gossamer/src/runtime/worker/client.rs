@@ -245,7 +245,7 @@ impl Worker {
             }
             *dst.add(at) = remote::word(prop.expose_provenance() as u64);
             at += 1;
-            crate::channel::record::put_value(dst.add(at), f);
+            remote::put_env(dst.add(at), f);
             at += env_words;
             match tail {
                 None => {}
@@ -295,26 +295,22 @@ impl Worker {
         rec: *const Word,
     ) -> std::thread::Result<U> {
         // SAFETY: per the contract; a remote response's bulk payload lies in
-        // the pair's response area, unchanged until our next batch.
+        // the pair's response area, unchanged until our next batch. Which
+        // form to read follows from where the trustee is, never from the
+        // record's tag, which another process wrote.
         unsafe {
-            if crate::channel::record::is_remote_response(rec) {
-                let bulk = if self.shared.same_host(t) {
-                    self.shared.region.bulk(self.index, t, true)
-                } else {
-                    self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t)
-                };
-                crate::channel::record::take_remote_response::<U>(rec, bulk).map_err(|e| {
-                    match e.downcast::<crate::channel::large::LargeResult>() {
-                        // Say whose outbox holds it.
-                        Ok(mut lr) => {
-                            lr.trustee = t;
-                            lr as Box<dyn std::any::Any + Send>
-                        }
-                        Err(e) => e,
-                    }
-                })
-            } else {
+            if self.shared.is_local(t) {
                 take_response::<U>(rec)
+            } else {
+                let (bulk, bulk_bytes) = if self.shared.same_host(t) {
+                    (self.shared.region.bulk(self.index, t, true), self.shared.region.bulk_bytes())
+                } else {
+                    (
+                        self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t),
+                        self.shared.region.shape().far_bulk,
+                    )
+                };
+                crate::channel::record::take_remote_response::<U>(rec, bulk, bulk_bytes, t)
             }
         }
     }
