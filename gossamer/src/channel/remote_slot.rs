@@ -350,16 +350,13 @@ mod tests {
                 return Ok(());
             };
             let (lo, hi) = (l.buf.as_ptr() as usize, l.buf.as_ptr() as usize + used * 8);
-            l.read(|r| loop {
-                match r.try_next(record_words) {
-                    Ok(Some(rec)) => {
-                        let n = record_words(rec);
-                        assert!(rec as usize >= lo && rec as usize + n * 8 <= hi, "a record past the copy");
-                        // SAFETY: inside the copy (checked just above).
-                        let last = unsafe { (*rec.add(n - 1)).assume_init() };
-                        std::hint::black_box(last);
-                    }
-                    Ok(None) | Err(_) => break,
+            l.read(|r| {
+                while let Ok(Some(rec)) = r.try_next(record_words) {
+                    let n = record_words(rec);
+                    assert!(rec as usize >= lo && rec as usize + n * 8 <= hi, "a record past the copy");
+                    // SAFETY: inside the copy (checked just above).
+                    let last = unsafe { (*rec.add(n - 1)).assume_init() };
+                    std::hint::black_box(last);
                 }
             });
         }
