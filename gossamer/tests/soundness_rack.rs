@@ -76,6 +76,18 @@ fn plain_threads() {
     println!("SCENARIO plain_threads ok");
 }
 
+/// Many small requests to another process in one batch: each one a
+/// record of two words (cached code, nothing captured, no argument), whose
+/// answers take more room than the requests did.
+fn many_small() {
+    let t = gossamer::entrust_on(2, 0u64);
+    for _ in 0..300 {
+        t.apply_then(|v| *v += 1, |_| {});
+    }
+    assert_eq!(t.apply(|v| *v), 300);
+    println!("SCENARIO many_small ok");
+}
+
 /// A type whose bytes never decode: its `Deserialize` always refuses.
 #[derive(Debug)]
 struct Undecodable;
@@ -131,6 +143,7 @@ fn scenario_entry() {
         "undecodable_caught" => undecodable_caught,
         "undecodable_uncaught" => undecodable_uncaught,
         "main_panics" => main_panics,
+        "many_small" => many_small,
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, 4);
@@ -179,6 +192,11 @@ const PROMPT: Duration = Duration::from_secs(5);
 #[test]
 fn a_trust_to_another_process_is_cloned_and_dropped_on_plain_threads() {
     expect_ok("plain_threads");
+}
+
+#[test]
+fn a_full_batch_of_minimal_requests_to_another_process_gets_every_answer() {
+    expect_ok("many_small");
 }
 
 #[test]

@@ -11,7 +11,15 @@
 //! Values that are large (over [`MAX_INLINE`] bytes) or over-aligned travel
 //! as a `Box` instead of inline; the trustee also boxes results once the
 //! response slot runs short, so that every request of a batch always gets
-//! its response and no size ever panics.
+//! its response and no size ever panics. That rests on one rule: every
+//! request record, within a process or to another one, is at least
+//! [`FALLBACK_WORDS`] long, so a batch's fallback responses fit wherever
+//! its requests did.
+//!
+//! Records from another process are decoded only after their lengths and
+//! offsets are checked against the record, the batch and the pair's bulk
+//! area ([`serve_remote`], [`tail_bytes`], [`take_remote_response`]): a bad
+//! one is refused with an error naming the peer, never read out of bounds.
 
 use std::any::Any;
 use std::mem::{align_of, size_of, MaybeUninit};

@@ -7,8 +7,8 @@ use std::ptr::{self, NonNull};
 
 use crate::channel::byte_queue::ByteQueue;
 use crate::channel::record::{
-    encode_request, record_words, request_words, take_response, take_value, value_words, Shim, MAX_INLINE_TAIL,
-    TAIL_IN_BULK,
+    encode_request, record_words, request_words, take_response, take_value, value_words, Shim, FALLBACK_WORDS,
+    MAX_INLINE_TAIL, TAIL_IN_BULK,
 };
 use crate::channel::remote::{self, code_header, code_offset, CODE_CACHE};
 use crate::channel::slot::{BatchWriter, Word};
@@ -232,11 +232,20 @@ impl Worker {
         let mut lane = self.lanes[t].borrow_mut();
         let (code_flags, full) = code_header(&mut lane.code_cache, code_offset(shim));
         let env_words = value_words::<F>();
-        let words = 1 + full as usize + 1 + env_words + tail_words;
+        // A record is never shorter than the largest fallback response, so
+        // that the responses to a full batch always fit their slot (a
+        // request with cached code, nothing captured and no argument takes
+        // two words; its answer may take three): the word it lacks is a
+        // zero pad at its end, which no decoder reads.
+        let used = 1 + full as usize + 1 + env_words + tail_words;
+        let words = used.max(FALLBACK_WORDS);
         let flags = code_flags | if in_bulk { remote::FLAG_BULK_TAIL } else { 0 };
         let dst = lane.pending.alloc(words);
         // SAFETY: `alloc` returned `words` words, filled in order here.
         unsafe {
+            for i in used..words {
+                *dst.add(i) = remote::word(0);
+            }
             *dst = remote::word(words as u64 | flags);
             let mut at = 1;
             if full {
