@@ -818,8 +818,10 @@ mod malformed_tests {
                     if let Some(lr) = p.downcast_ref::<super::super::large::LargeResult>() {
                         prop_assert_eq!(lr.trustee, 5);
                     } else {
+                        // A panic message may be anything, even empty; a
+                        // refusal names the trustee.
                         let m = crate::error::panic_message(&*p);
-                        prop_assert!(!m.is_empty());
+                        prop_assert!(!m.contains("malformed") || m.contains("thread 5"), "{}", m);
                     }
                 }
             }
