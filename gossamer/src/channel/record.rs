@@ -877,6 +877,53 @@ mod malformed_tests {
         };
     }
 
+    /// Chunks of a large argument with offsets and totals from a faulty
+    /// peer are refused (an error to the client), never an abort or an
+    /// assembly of the wrong bytes.
+    #[test]
+    fn chunks_out_of_order_or_past_their_total_are_refused() {
+        use super::super::large::append_shim;
+        let bulk = [0u8; BULK];
+        // (offset, total, chunk) in order; the answer expected.
+        let steps: [(u64, u64, &[u8], bool); 5] = [
+            (0, u64::MAX, b"ab", false),
+            (0, 4, b"ab", true),
+            (5, 4, b"cd", false),
+            (0, 4, b"abcdef", false),
+            (0, 4, b"abcd", true),
+        ];
+        for (offset, total, chunk, ok) in steps {
+            let mut rec = [word(0); 8];
+            rec[0] = word(offset);
+            rec[1] = word(total);
+            rec[2] = word(chunk.len() as u64);
+            // SAFETY: room for the chunk's words in `rec`.
+            unsafe { super::super::remote::put_bytes(rec.as_mut_ptr().add(3), chunk) };
+            let (p, o) = (Primary::default(), Overflow::default());
+            let resp = Slot { primary: &p, overflow: &o };
+            let far = Far { client: 3, req_bulk: bulk.as_ptr(), resp_bulk: ptr::null_mut(), bulk_bytes: BULK };
+            // SAFETY: the test owns the slot; the record ends with `rec`.
+            unsafe {
+                resp.write(FALLBACK_WORDS, |w| {
+                    let mut out = Responder::far(w, 1, far);
+                    out.record_end = rec.as_ptr().add(rec.len());
+                    append_shim(ptr::null_mut(), rec.as_mut_ptr().cast(), &mut out)
+                })
+            };
+            // SAFETY: written above; read once.
+            let r = unsafe {
+                resp.read(|r| take_remote_response::<()>(r.next(record_words).expect("an answer"), ptr::null(), 0, 2))
+            };
+            match r {
+                Ok(()) => assert!(ok, "chunk at {offset} of {total} accepted"),
+                Err(p) => {
+                    let m = crate::error::panic_message(&*p);
+                    assert!(!ok && m.contains("thread 3") && m.contains("refused"), "{m}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn an_undecodable_result_names_its_type_and_the_trustee() {
         let mut rec = [word(0); 4];
