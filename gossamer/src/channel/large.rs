@@ -23,7 +23,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::thread;
 
-use super::record::{tail_bytes, take_value, Responder};
+use super::record::{tail_bytes, take_env, Responder};
 use super::slot::Word;
 
 /// Bit of a tail's length word: the bytes are the assembly buffer of the
@@ -61,39 +61,68 @@ pub(crate) struct LargeResult {
 ///
 /// # Safety
 /// As for any shim: `env` holds what `Worker::enqueue_chunked` encoded.
+///
+/// The offset and total come from the client's process: a chunk that is
+/// not the next one, that goes past the total, or whose total cannot be
+/// reserved is refused (an error to the client), and the assembly dropped.
 pub(crate) unsafe fn append_shim(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
-    // SAFETY: encoded with this shim: an `(u64, u64)` environment and a tail.
-    let ((offset, total), bytes): ((u64, u64), &[u8]) = unsafe {
-        let e = take_value::<(u64, u64)>(env as *const Word);
-        (e, tail_bytes((env as *const Word).add(2), out))
+    // SAFETY: encoded with this shim: an `(u64, u64)` environment and a
+    // tail, both read only inside the record.
+    let decoded = unsafe {
+        take_env::<(u64, u64)>(env as *const Word, out)
+            .and_then(|e| tail_bytes((env as *const Word).add(2), out).map(|b| (e, b)))
     };
-    let client = out.remote().expect("chunks come from another process").client;
-    ASSEMBLY.with(|a| {
+    let ((offset, total), bytes) = match decoded {
+        Ok(d) => d,
+        Err(m) => return out.put_any::<()>(Err(Box::new(m))),
+    };
+    let Some(client) = out.remote().map(|f| f.client) else {
+        return out.put_any::<()>(Err(Box::new("gossamer: a chunk from this process".to_string())));
+    };
+    let r = ASSEMBLY.with(|a| {
         let mut a = a.borrow_mut();
         let buf = a.entry(client).or_default();
         if offset == 0 {
             buf.clear();
-            buf.reserve_exact(total as usize);
+            let total = usize::try_from(total).map_err(|_| "its total is out of range")?;
+            buf.try_reserve_exact(total).map_err(|_| "its total cannot be reserved")?;
         }
-        debug_assert_eq!(buf.len() as u64, offset, "chunks arrive in order");
+        if buf.len() as u64 != offset {
+            return Err("it is not the next chunk");
+        }
+        if offset + bytes.len() as u64 > total {
+            return Err("it runs past the argument's total");
+        }
         buf.extend_from_slice(bytes);
+        Ok(())
     });
-    out.put_any::<()>(Ok(()));
+    match r {
+        Ok(()) => out.put_any::<()>(Ok(())),
+        Err(why) => {
+            ASSEMBLY.with(|a| a.borrow_mut().remove(&client));
+            let m =
+                format!("gossamer: a chunk of an argument from thread {client} (another process) was refused: {why}");
+            out.put_any::<()>(Err(Box::new(m)))
+        }
+    }
 }
 
-/// The argument assembled for `client`.
+/// The argument assembled for `client`, or why it cannot be used (no
+/// chunks, or not the length the request claims).
 ///
 /// # Safety
 /// The slice stays valid until the next chunk from `client` arrives, which
 /// is after the request using it has run: use it only within that request.
-pub(crate) unsafe fn assembled<'b>(client: usize, len: usize) -> &'b [u8] {
+pub(crate) unsafe fn assembled<'b>(client: usize, len: usize) -> Result<&'b [u8], &'static str> {
     ASSEMBLY.with(|a| {
         let a = a.borrow();
-        let buf = a.get(&client).expect("gossamer: an assembled argument without its chunks");
-        assert_eq!(buf.len(), len, "gossamer: an assembled argument of the wrong length");
+        let buf = a.get(&client).ok_or("its assembled argument has no chunks")?;
+        if buf.len() != len {
+            return Err("its assembled argument does not have the length it claims");
+        }
         // SAFETY: per the contract, the buffer is not touched while the
         // slice is in use.
-        unsafe { std::slice::from_raw_parts(buf.as_ptr(), buf.len()) }
+        Ok(unsafe { std::slice::from_raw_parts(buf.as_ptr(), buf.len()) })
     })
 }
 
@@ -120,8 +149,12 @@ const CHUNK_FRAMING: usize = 16;
 /// # Safety
 /// As for any shim.
 pub(crate) unsafe fn pull_shim(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
-    // SAFETY: encoded with this shim: an `(u64, u64, u64)` environment.
-    let (id, offset, len) = unsafe { take_value::<(u64, u64, u64)>(env as *const Word) };
+    // SAFETY: encoded with this shim: an `(u64, u64, u64)` environment,
+    // read only inside the record.
+    let (id, offset, len) = match unsafe { take_env::<(u64, u64, u64)>(env as *const Word, out) } {
+        Ok(e) => e,
+        Err(m) => return out.put_any::<serde_bytes_vec::Bytes>(Err(Box::new(m))),
+    };
     let room = match out.remote() {
         Some(far) => far.bulk_bytes.saturating_sub(out.bulk_used()).saturating_sub(CHUNK_FRAMING),
         None => usize::MAX,
@@ -132,7 +165,7 @@ pub(crate) unsafe fn pull_shim(_prop: *mut u8, env: *mut u8, out: &mut Responder
         let Some(buf) = o.get(&id) else {
             return Err(Box::new(format!("gossamer: no stashed result {id} to pull")) as Box<dyn std::any::Any + Send>);
         };
-        let (from, to) = (offset as usize, (offset + len) as usize);
+        let (from, to) = (offset as usize, offset.saturating_add(len) as usize);
         if from > buf.len() || to > buf.len() || from > to {
             return Err(Box::new(format!("gossamer: a pull past the end of result {id}")) as _);
         }

@@ -11,14 +11,22 @@
 //! Values that are large (over [`MAX_INLINE`] bytes) or over-aligned travel
 //! as a `Box` instead of inline; the trustee also boxes results once the
 //! response slot runs short, so that every request of a batch always gets
-//! its response and no size ever panics.
+//! its response and no size ever panics. That rests on one rule: every
+//! request record, within a process or to another one, is at least
+//! [`FALLBACK_WORDS`] long, so a batch's fallback responses fit wherever
+//! its requests did.
+//!
+//! Records from another process are decoded only after their lengths and
+//! offsets are checked against the record, the batch and the pair's bulk
+//! area ([`serve_remote`], [`tail_bytes`], [`take_remote_response`]): a bad
+//! one is refused with an error naming the peer, never read out of bounds.
 
 use std::any::Any;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr;
 use std::thread;
 
-use super::slot::{BatchWriter, Word};
+use super::slot::{BatchReader, BatchWriter, Word};
 
 /// What the trustee calls for one request: `prop` and the environment at
 /// `env`, answering through the [`Responder`].
@@ -43,6 +51,9 @@ const TAG_PANIC_MSG_BULK: u64 = 6;
 const TAG_TOO_LARGE: u64 = 7;
 /// `[header][len][id]`: the result waits in the trustee's outbox.
 const TAG_LARGE: u64 = 8;
+/// `[header]`: the request's batch was malformed and refused (the trustee
+/// logged why).
+const TAG_REFUSED: u64 = 9;
 
 /// Where a batch from another process keeps its large payloads.
 #[derive(Clone, Copy)]
@@ -158,22 +169,101 @@ pub(crate) unsafe fn dispatch(rec: *const Word, out: &mut Responder<'_>) {
 
 /// Runs a request that came from another process (see `remote`).
 ///
+/// The record's length has been checked against its batch (see
+/// [`BatchReader::try_next`]); here its words are checked against what it
+/// claims to hold before any is read — the code word, the property word —
+/// and the shim then reads its environment and tail only inside the record
+/// ([`take_env`], [`tail_bytes`]). A record too short for what it claims is
+/// refused with an error to its client.
+///
 /// # Safety
-/// As for [`dispatch`], for a record written by `Worker::enqueue_remote`,
-/// with `cache` this pair's trustee-side code cache.
+/// As for [`dispatch`], for a record written by `Worker::enqueue_remote`
+/// (its length checked), with `cache` this pair's trustee-side code cache.
 #[inline(always)]
 pub(crate) unsafe fn dispatch_remote(
     rec: *const Word,
     out: &mut Responder<'_>,
     cache: &mut [i64; super::remote::CODE_CACHE],
 ) {
-    // SAFETY: the record's layout per `enqueue_remote`; the property word is
-    // an address in this process, carried as an integer.
+    let words = record_words(rec);
+    // SAFETY: the header word is initialised (the record has at least one word).
+    let hdr = unsafe { (*rec).assume_init() };
+    let skip = if hdr & super::remote::FLAG_CODE_CACHED != 0 { 1 } else { 2 };
+    if words < skip + 1 {
+        let client = out.far.map_or(usize::MAX, |f| f.client);
+        return out.put_any::<()>(Err(Box::new(malformed(client, "it is too short for its code and property words"))));
+    }
+    // SAFETY: `rec + words` is the end of the record, inside its batch.
+    out.record_end = unsafe { rec.add(words) };
+    // SAFETY: the record's layout per `enqueue_remote`, its words checked
+    // above; the property word is an address in this process, carried as
+    // an integer.
     unsafe {
         let (shim, skip) = super::remote::decode_code(rec, cache);
         let prop = std::ptr::with_exposed_provenance_mut::<u8>((*rec.add(skip)).assume_init() as usize);
         shim(prop, rec.add(skip + 1) as *mut u8, out)
     }
+    out.record_end = ptr::null();
+}
+
+/// Serves a batch of requests from another process: each record is run
+/// with [`dispatch_remote`]. A batch whose lengths are wrong (a record
+/// past its block, more records than words) is refused from that record
+/// on: the rest cannot be found, so each request left gets a refusal,
+/// logged here with the client's name, and nothing past a record's bounds
+/// is read.
+///
+/// # Safety
+/// As for [`dispatch_remote`], for the batch that `r` reads.
+pub(crate) unsafe fn serve_remote(
+    r: &mut BatchReader,
+    out: &mut Responder<'_>,
+    cache: &mut [i64; super::remote::CODE_CACHE],
+) {
+    loop {
+        match r.try_next(record_words) {
+            Ok(Some(rec)) => {
+                // SAFETY: per the contract; the record lies inside its block.
+                unsafe { dispatch_remote(rec, out, cache) }
+            }
+            Ok(None) => return,
+            Err(why) => {
+                let client = out.far.map_or(usize::MAX, |f| f.client);
+                tracing::error!("{}", malformed_batch(client, why));
+                out.refuse_rest();
+                return;
+            }
+        }
+    }
+}
+
+/// The error for a request record from another process that is refused.
+fn malformed(client: usize, why: &str) -> String {
+    format!("gossamer: a malformed request from thread {client} (another process) was refused: {why}")
+}
+
+fn malformed_batch(client: usize, why: &str) -> String {
+    format!("gossamer: a malformed batch from thread {client} (another process) was refused: {why}")
+}
+
+/// Moves the environment of a remote request's shim out of `env`, once
+/// it is checked to lie inside the request's record.
+///
+/// # Safety
+/// `env` must be where [`dispatch_remote`] put this request's environment,
+/// for a shim whose closure is an `F`, taken once.
+pub(crate) unsafe fn take_env<F>(env: *const Word, out: &Responder<'_>) -> Result<F, String> {
+    if !out.record_end.is_null() && words_left(env, out.record_end) < value_words::<F>() {
+        let client = out.far.map_or(usize::MAX, |f| f.client);
+        return Err(malformed(client, "it is too short for its closure"));
+    }
+    // SAFETY: per the contract, and inside the record (checked above).
+    Ok(unsafe { take_value::<F>(env) })
+}
+
+/// Words from `at` to `end` (0 if `at` is past it).
+fn words_left(at: *const Word, end: *const Word) -> usize {
+    (end as usize).saturating_sub(at as usize) / size_of::<Word>()
 }
 
 /// Bit of a tail's length word: the bytes are in the bulk area.
@@ -189,24 +279,53 @@ pub(crate) const MAX_INLINE_TAIL: usize = 32;
 /// The bytes of the tail (serialized argument) at `tail`, which follows a
 /// remote record's environment.
 ///
+/// Its length word and offset come from the client's process: the tail is
+/// refused (an error naming the client) unless its length word lies inside
+/// the record, its inline bytes inside the record too, its bulk bytes
+/// inside the pair's request bulk area, and an assembled argument has the
+/// length it claims.
+///
 /// # Safety
-/// `tail` must point at a tail written by `enqueue_remote`, in a batch
-/// answered through `out`.
-pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> &'b [u8] {
-    // SAFETY: the tail's layout per `enqueue_remote` and `Worker::flush`.
-    unsafe {
-        let w = (*tail).assume_init();
-        let len = (w & !(TAIL_IN_BULK | super::large::TAIL_ASSEMBLED)) as usize;
-        if w & super::large::TAIL_ASSEMBLED != 0 {
-            let far = out.remote().expect("an assembled tail from a local client");
-            super::large::assembled(far.client, len)
-        } else if w & TAIL_IN_BULK != 0 {
-            let at = (*tail.add(1)).assume_init() as usize;
-            let far = out.remote().expect("bulk tail from a local client");
-            std::slice::from_raw_parts(far.req_bulk.add(at), len)
-        } else {
-            super::remote::bytes_at(tail.add(1), len)
+/// `tail` must point where a tail written by `enqueue_remote` starts, in a
+/// request being served by [`dispatch_remote`] through `out`.
+pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> Result<&'b [u8], String> {
+    let Some(far) = out.remote() else {
+        return Err("gossamer: a request with a serialized argument from this process".into());
+    };
+    let refuse = |why: &str| Err(malformed(far.client, why));
+    let room = words_left(tail, out.record_end);
+    if room < 1 {
+        return refuse("its argument's length lies past the record");
+    }
+    // SAFETY: the length word lies inside the record (checked above).
+    let w = unsafe { (*tail).assume_init() };
+    let len = w & !(TAIL_IN_BULK | super::large::TAIL_ASSEMBLED);
+    let Ok(len) = usize::try_from(len) else { return refuse("its argument's length is out of range") };
+    if w & super::large::TAIL_ASSEMBLED != 0 {
+        // SAFETY: used only within this request, per `assembled`.
+        return unsafe { super::large::assembled(far.client, len) }.map_err(|why| malformed(far.client, why));
+    }
+    if w & TAIL_IN_BULK != 0 {
+        if room < 2 {
+            return refuse("its argument's bulk offset lies past the record");
         }
+        // SAFETY: the offset word lies inside the record (checked above).
+        let at = unsafe { (*tail.add(1)).assume_init() };
+        match usize::try_from(at).ok().and_then(|at| at.checked_add(len).map(|end| (at, end))) {
+            Some((at, end)) if end <= far.bulk_bytes && !far.req_bulk.is_null() => {
+                // SAFETY: `at..end` lies inside the pair's request bulk
+                // area (checked above), which the client wrote before it
+                // published the batch and leaves alone until answered.
+                Ok(unsafe { std::slice::from_raw_parts(far.req_bulk.add(at), len) })
+            }
+            _ => refuse("its argument lies past the bulk area"),
+        }
+    } else if super::remote::byte_words(len) > room - 1 {
+        refuse("its argument runs past the record")
+    } else {
+        // SAFETY: the `len` bytes after the length word lie inside the
+        // record (checked above), initialised by the client.
+        Ok(unsafe { super::remote::bytes_at(tail.add(1), len) })
     }
 }
 
@@ -219,16 +338,30 @@ pub(crate) struct Responder<'a> {
     /// Set when the batch came from another process.
     far: Option<Far>,
     bulk_used: usize,
+    /// The end of the remote request being served (null otherwise): what
+    /// its shim reads must lie before it.
+    record_end: *const Word,
 }
 
 impl<'a> Responder<'a> {
     pub(crate) fn new(writer: &'a mut BatchWriter, count: usize) -> Self {
-        Responder { writer, left: count, far: None, bulk_used: 0 }
+        Responder { writer, left: count, far: None, bulk_used: 0, record_end: ptr::null() }
     }
 
     /// For a batch from another process.
     pub(crate) fn far(writer: &'a mut BatchWriter, count: usize, far: Far) -> Self {
-        Responder { writer, left: count, far: Some(far), bulk_used: 0 }
+        Responder { writer, left: count, far: Some(far), bulk_used: 0, record_end: ptr::null() }
+    }
+
+    /// Answers every request of the batch still unanswered with a refusal
+    /// (one word each, while the slot has room: a batch whose count is
+    /// wrong cannot be answered in full anyway).
+    fn refuse_rest(&mut self) {
+        while self.left > 0 {
+            self.left -= 1;
+            let Some(dst) = self.writer.reserve(1, 0) else { return };
+            Self::header(dst, 1, TAG_REFUSED);
+        }
     }
 
     /// Bytes of the response bulk area used so far.
@@ -375,43 +508,92 @@ pub(crate) unsafe fn take_response<U>(rec: *const Word) -> thread::Result<U> {
     }
 }
 
-/// True when the response at `rec` came from another process.
-#[inline(always)]
-pub(crate) fn is_remote_response(rec: *const Word) -> bool {
-    record_tag(rec) >= TAG_SER
-}
-
-/// Takes a response from another process: `resp_bulk` is the pair's
-/// response bulk area.
+/// Takes a response from another process: `bulk`/`bulk_bytes` is the
+/// pair's response bulk area, `trustee` the thread that answered.
+///
+/// Its lengths and offsets come from the trustee's process: each is
+/// checked against the record and the bulk area before it is used, and a
+/// response that fails is an error for the waiting fiber, naming the
+/// trustee, as is a result that does not decode as a `U` (naming `U`). Only
+/// the remote forms are accepted: a local form (a box pointer) from another
+/// process would be an address from there.
 ///
 /// # Safety
-/// `rec` must be a response written by `Responder::put_remote::<U>`, taken
-/// once, with the bulk area still unchanged.
+/// `rec` must be a response record from `trustee` (its length checked
+/// against its batch), to a request whose result is a `U`, taken once,
+/// with the bulk area unchanged since the trustee wrote it.
 pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned + 'static>(
     rec: *const Word,
-    resp_bulk: *const u8,
+    bulk: *const u8,
+    bulk_bytes: usize,
+    trustee: usize,
 ) -> thread::Result<U> {
-    use super::remote::{bytes_at, try_deserialize};
+    use super::remote::{byte_words, bytes_at, try_deserialize};
     let fail = |m: String| -> Box<dyn std::any::Any + Send> { Box::new(m) };
-    // SAFETY: the layouts written by `put_bytes`.
-    unsafe {
-        let len = (*rec.add(1)).assume_init() as usize;
-        let bulk = || std::slice::from_raw_parts(resp_bulk.add((*rec.add(2)).assume_init() as usize), len);
-        match record_tag(rec) {
-            TAG_SER => try_deserialize(bytes_at(rec.add(2), len)).map_err(fail),
-            TAG_SER_BULK => try_deserialize(bulk()).map_err(fail),
-            TAG_PANIC_MSG => Err(Box::new(String::from_utf8_lossy(bytes_at(rec.add(2), len)).into_owned())),
-            TAG_PANIC_MSG_BULK => Err(Box::new(String::from_utf8_lossy(bulk()).into_owned())),
-            TAG_LARGE => {
-                Err(Box::new(super::large::LargeResult { trustee: usize::MAX, id: (*rec.add(2)).assume_init(), len }))
-            }
-            TAG_TOO_LARGE => Err(Box::new(format!(
-                "gossamer: a result of {len} bytes does not fit the bulk area of {} bytes between these threads \
-                 (set GOSSAMER_BULK_BYTES, or GOSSAMER_FAR_BULK_BYTES between hosts, higher)",
-                (*rec.add(2)).assume_init()
-            ))),
-            t => panic!("gossamer: malformed response tag {t}"),
+    let refuse = |why: &str| -> thread::Result<U> {
+        Err(fail(format!("gossamer: a malformed response from thread {trustee} (another process) was refused: {why}")))
+    };
+    let undecodable = |e: String| {
+        fail(format!(
+            "gossamer: the result of type `{}` from thread {trustee} (another process) does not decode: {}",
+            std::any::type_name::<U>(),
+            e.strip_prefix("gossamer: ").unwrap_or(&e)
+        ))
+    };
+    let words = record_words(rec);
+    let tag = record_tag(rec);
+    if tag == TAG_REFUSED {
+        return Err(fail(format!(
+            "gossamer: thread {trustee} (another process) refused this thread's batch as malformed (its log says why)"
+        )));
+    }
+    if words < 3 && !(words == 2 && matches!(tag, TAG_SER | TAG_PANIC_MSG)) {
+        return refuse("the record is too short");
+    }
+    // SAFETY: the record has at least two words (checked above).
+    let len = unsafe { (*rec.add(1)).assume_init() };
+    let Ok(len) = usize::try_from(len) else { return refuse("a length out of range") };
+    // The bytes of an inline answer: inside the record.
+    // SAFETY: `2 + byte_words(len)` words lie inside the record (checked).
+    let inline = || (byte_words(len) <= words - 2).then(|| unsafe { bytes_at(rec.add(2), len) });
+    // The bytes of a bulk answer: inside the bulk area.
+    let in_bulk = || {
+        // SAFETY: the record has three words (checked above for these tags).
+        let at = usize::try_from(unsafe { (*rec.add(2)).assume_init() }).ok()?;
+        let end = at.checked_add(len)?;
+        // SAFETY: `at..end` lies inside the pair's response bulk area.
+        (end <= bulk_bytes && !bulk.is_null()).then(|| unsafe { std::slice::from_raw_parts(bulk.add(at), len) })
+    };
+    match tag {
+        TAG_SER => match inline() {
+            Some(b) => try_deserialize(b).map_err(undecodable),
+            None => refuse("its result runs past the record"),
+        },
+        TAG_SER_BULK => match in_bulk() {
+            Some(b) => try_deserialize(b).map_err(undecodable),
+            None => refuse("its result lies past the bulk area"),
+        },
+        TAG_PANIC_MSG => match inline() {
+            Some(b) => Err(Box::new(String::from_utf8_lossy(b).into_owned())),
+            None => refuse("its panic message runs past the record"),
+        },
+        TAG_PANIC_MSG_BULK => match in_bulk() {
+            Some(b) => Err(Box::new(String::from_utf8_lossy(b).into_owned())),
+            None => refuse("its panic message lies past the bulk area"),
+        },
+        TAG_LARGE if len > isize::MAX as usize => refuse("its result's length is out of range"),
+        TAG_LARGE => {
+            // SAFETY: the record has three words (checked above).
+            let id = unsafe { (*rec.add(2)).assume_init() };
+            Err(Box::new(super::large::LargeResult { trustee, id, len }))
         }
+        TAG_TOO_LARGE => Err(Box::new(format!(
+            "gossamer: a result of {len} bytes does not fit the bulk area of {} bytes between these threads \
+             (set GOSSAMER_BULK_BYTES, or GOSSAMER_FAR_BULK_BYTES between hosts, higher)",
+            // SAFETY: the record has three words (checked above).
+            unsafe { (*rec.add(2)).assume_init() }
+        ))),
+        t => refuse(&format!("an unknown response tag {t}")),
     }
 }
 
@@ -535,5 +717,223 @@ mod tests {
                 }
             });
         }
+    }
+}
+
+/// What another process may write into a request or response record: any
+/// lengths, offsets and tags. Decoding reads only inside the record and the
+/// pair's bulk area, or refuses with an error naming the peer (run under
+/// Miri too, which would report any read out of bounds).
+#[cfg(all(test, not(loom)))]
+mod malformed_tests {
+    use super::super::large::TAIL_ASSEMBLED;
+    use super::super::remote::{word, FLAG_CODE_OFFSET};
+    use super::super::slot::{Overflow, Primary, Slot};
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: if cfg!(miri) { 16 } else { 512 },
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    const BULK: usize = 64;
+
+    /// Runs `f` with a responder for a batch of `count` requests from
+    /// thread 3 in another process, whose request bulk area is `bulk`.
+    fn with_far<R>(bulk: &[u8; BULK], count: usize, f: impl FnOnce(&mut Responder<'_>) -> R) -> R {
+        let (p, o) = (Primary::default(), Overflow::default());
+        let resp = Slot { primary: &p, overflow: &o };
+        let far = Far { client: 3, req_bulk: bulk.as_ptr(), resp_bulk: ptr::null_mut(), bulk_bytes: BULK };
+        // SAFETY: the test owns the slot.
+        unsafe { resp.write(FALLBACK_WORDS, |w| f(&mut Responder::far(w, count, far))) }
+    }
+
+    fn inside(b: &[u8], lo: usize, len: usize) -> bool {
+        let at = b.as_ptr() as usize;
+        b.is_empty() || (at >= lo && at + b.len() <= lo + len)
+    }
+
+    fn lengths() -> impl Strategy<Value = u64> {
+        prop_oneof![0u64..100, any::<u64>()]
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn any_argument_tail_is_read_inside_its_record_or_bulk_area_or_refused(
+            len in lengths(),
+            flags in 0u64..4,
+            at in lengths(),
+            room in 0usize..6,
+            fill in any::<u64>(),
+        ) {
+            let bulk = [0x5au8; BULK];
+            let mut rec = [word(fill); 6];
+            let bits = if flags & 1 != 0 { TAIL_IN_BULK } else { 0 } | if flags & 2 != 0 { TAIL_ASSEMBLED } else { 0 };
+            rec[0] = word(len | bits);
+            rec[1] = word(at);
+            let got = with_far(&bulk, 1, |out| {
+                // SAFETY: the record's end lies inside `rec`.
+                out.record_end = unsafe { rec.as_ptr().add(room) };
+                // SAFETY: a tail at the start of the record, as dispatched.
+                match unsafe { tail_bytes(rec.as_ptr(), out) } {
+                    Ok(b) => {
+                        let ok = inside(b, rec.as_ptr() as usize + 8, room.saturating_sub(1) * 8)
+                            || inside(b, bulk.as_ptr() as usize, BULK);
+                        Ok((ok, b.iter().map(|&x| x as u64).sum::<u64>()))
+                    }
+                    Err(m) => Err(m),
+                }
+            });
+            match got {
+                Ok((ok, _)) => prop_assert!(ok, "a tail read outside its record and the bulk area"),
+                Err(m) => prop_assert!(m.contains("thread 3"), "the refusal names the client: {}", m),
+            }
+        }
+
+        #[test]
+        fn any_response_record_is_read_inside_it_and_the_bulk_area_or_refused(
+            tag in 0u64..12,
+            words in 1usize..=6,
+            len in lengths(),
+            at in lengths(),
+            fill in any::<u64>(),
+        ) {
+            let bulk = [b'x'; BULK];
+            let mut rec = [word(fill); 6];
+            rec[0] = word(words as u64 | (tag << 32));
+            rec[1] = word(len);
+            rec[2] = word(at);
+            // SAFETY: the record's `words` words lie inside `rec`; the bulk
+            // area is `BULK` bytes.
+            let r = unsafe { take_remote_response::<Vec<u8>>(rec.as_ptr(), bulk.as_ptr(), BULK, 5) };
+            match r {
+                Ok(v) => prop_assert!(v.len() <= BULK.max(words * 8)),
+                Err(p) => {
+                    if let Some(lr) = p.downcast_ref::<super::super::large::LargeResult>() {
+                        prop_assert_eq!(lr.trustee, 5);
+                    } else {
+                        // A panic message may be anything, even empty; a
+                        // refusal names the trustee.
+                        let m = crate::error::panic_message(&*p);
+                        prop_assert!(!m.contains("malformed") || m.contains("thread 5"), "{}", m);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_request_too_short_for_its_words_is_refused_naming_the_client() {
+        let bulk = [0u8; BULK];
+        let rec = [word(1 | FLAG_CODE_OFFSET)];
+        let mut cache = [0i64; super::super::remote::CODE_CACHE];
+        let (p, o) = (Primary::default(), Overflow::default());
+        let resp = Slot { primary: &p, overflow: &o };
+        let far = Far { client: 3, req_bulk: bulk.as_ptr(), resp_bulk: ptr::null_mut(), bulk_bytes: BULK };
+        // SAFETY: the test owns the slot; the record is one word long.
+        unsafe {
+            resp.write(FALLBACK_WORDS, |w| dispatch_remote(rec.as_ptr(), &mut Responder::far(w, 1, far), &mut cache))
+        };
+        // SAFETY: published by the write above; read once.
+        let m = unsafe {
+            resp.read(|r| {
+                let rec = r.next(record_words).expect("one response");
+                take_remote_response::<()>(rec, ptr::null(), 0, 2).unwrap_err()
+            })
+        };
+        let m = crate::error::panic_message(&*m);
+        assert!(m.contains("malformed request from thread 3"), "{m}");
+    }
+
+    #[test]
+    fn a_batch_with_a_record_past_its_end_is_refused_whole() {
+        let bulk = [0u8; BULK];
+        // Three records claimed in four words; the first claims ten.
+        let words = [word(10 | FLAG_CODE_OFFSET), word(0), word(0), word(0)];
+        let mut cache = [0i64; super::super::remote::CODE_CACHE];
+        let (p, o) = (Primary::default(), Overflow::default());
+        let resp = Slot { primary: &p, overflow: &o };
+        let far = Far { client: 3, req_bulk: bulk.as_ptr(), resp_bulk: ptr::null_mut(), bulk_bytes: BULK };
+        // SAFETY: the reader covers the four words of `words`.
+        let mut r = unsafe { BatchReader::contiguous(words.as_ptr(), 3, 4) };
+        // SAFETY: the test owns the slot.
+        unsafe { resp.write(FALLBACK_WORDS, |w| serve_remote(&mut r, &mut Responder::far(w, 3, far), &mut cache)) };
+        // SAFETY: written above; each response read once.
+        unsafe {
+            resp.read(|r| {
+                assert_eq!(r.count(), 3, "every request is answered");
+                while let Some(rec) = r.next(record_words) {
+                    let m =
+                        crate::error::panic_message(&*take_remote_response::<()>(rec, ptr::null(), 0, 2).unwrap_err());
+                    assert!(m.contains("thread 2") && m.contains("refused"), "{m}");
+                }
+            })
+        };
+    }
+
+    /// Chunks of a large argument with offsets and totals from a faulty
+    /// peer are refused (an error to the client), never an abort or an
+    /// assembly of the wrong bytes.
+    #[test]
+    fn chunks_out_of_order_or_past_their_total_are_refused() {
+        use super::super::large::append_shim;
+        let bulk = [0u8; BULK];
+        // (offset, total, chunk) in order; the answer expected.
+        let steps: [(u64, u64, &[u8], bool); 5] = [
+            (0, u64::MAX, b"ab", false),
+            (0, 4, b"ab", true),
+            (5, 4, b"cd", false),
+            (0, 4, b"abcdef", false),
+            (0, 4, b"abcd", true),
+        ];
+        for (offset, total, chunk, ok) in steps {
+            let mut rec = [word(0); 8];
+            rec[0] = word(offset);
+            rec[1] = word(total);
+            rec[2] = word(chunk.len() as u64);
+            // SAFETY: room for the chunk's words in `rec`.
+            unsafe { super::super::remote::put_bytes(rec.as_mut_ptr().add(3), chunk) };
+            let (p, o) = (Primary::default(), Overflow::default());
+            let resp = Slot { primary: &p, overflow: &o };
+            let far = Far { client: 3, req_bulk: bulk.as_ptr(), resp_bulk: ptr::null_mut(), bulk_bytes: BULK };
+            // SAFETY: the test owns the slot; the record ends with `rec`.
+            unsafe {
+                resp.write(FALLBACK_WORDS, |w| {
+                    let mut out = Responder::far(w, 1, far);
+                    out.record_end = rec.as_ptr().add(rec.len());
+                    append_shim(ptr::null_mut(), rec.as_mut_ptr().cast(), &mut out)
+                })
+            };
+            // SAFETY: written above; read once.
+            let r = unsafe {
+                resp.read(|r| take_remote_response::<()>(r.next(record_words).expect("an answer"), ptr::null(), 0, 2))
+            };
+            match r {
+                Ok(()) => assert!(ok, "chunk at {offset} of {total} accepted"),
+                Err(p) => {
+                    let m = crate::error::panic_message(&*p);
+                    assert!(!ok && m.contains("thread 3") && m.contains("refused"), "{m}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_undecodable_result_names_its_type_and_the_trustee() {
+        let mut rec = [word(0); 4];
+        rec[0] = word(3 | (TAG_SER << 32));
+        rec[1] = word(2);
+        // SAFETY: two bytes in the third word.
+        unsafe { super::super::remote::put_bytes(rec.as_mut_ptr().add(2), &[0xff, 0]) };
+        // SAFETY: a three-word response record.
+        let p = unsafe { take_remote_response::<(u64, String)>(rec.as_ptr(), ptr::null(), 0, 4) }.unwrap_err();
+        let m = crate::error::panic_message(&*p);
+        assert!(m.contains("(u64, alloc::string::String)") && m.contains("thread 4") && m.contains("decode"), "{m}");
     }
 }

@@ -262,14 +262,48 @@ pub(crate) fn byte_words(len: usize) -> usize {
     len.div_ceil(8)
 }
 
-/// Copies `bytes` into words at `dst`.
+/// Copies `bytes` into words at `dst`, the rest of the last word zeroed.
+///
+/// Every byte of the words written is initialised: records that go to
+/// another process are read back as whole `u64` words (the checksum of a
+/// batch staged for another host, the fabric's copy), and reading a byte
+/// that was never written as part of an integer is undefined behaviour. The
+/// zeroing is one store of the last word, before the copy.
 ///
 /// # Safety
 /// `dst` must have room for `byte_words(bytes.len())` words.
 #[inline]
 pub(crate) unsafe fn put_bytes(dst: *mut Word, bytes: &[u8]) {
-    // SAFETY: room per the contract; bytes may be copied into MaybeUninit words.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.cast::<u8>(), bytes.len()) }
+    let n = byte_words(bytes.len());
+    // SAFETY: room per the contract; bytes may be copied into MaybeUninit
+    // words, and `n - 1` is the last of them when `n > 0`.
+    unsafe {
+        if n > 0 {
+            *dst.add(n - 1) = word(0);
+        }
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst.cast::<u8>(), bytes.len())
+    }
+}
+
+/// Moves the environment `f` of a request for another process to `dst`,
+/// with the words it takes zeroed first, so that the bytes of its last word
+/// past `f`'s size are initialised (see [`put_bytes`]). The closures that
+/// cross processes capture nothing (user closures) or whole integers and
+/// addresses (the runtime's own messages): they have no padding inside,
+/// which a typed write would leave uninitialised.
+///
+/// # Safety
+/// `dst` must have room for `value_words::<F>()` words.
+#[inline]
+pub(crate) unsafe fn put_env<F>(dst: *mut Word, f: F) {
+    let n = super::record::value_words::<F>();
+    // SAFETY: room for `n` words per the contract.
+    unsafe {
+        for i in 0..n {
+            *dst.add(i) = word(0);
+        }
+        super::record::put_value(dst, f)
+    }
 }
 
 /// The `len` bytes at `src`.

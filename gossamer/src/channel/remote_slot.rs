@@ -265,12 +265,101 @@ mod tests {
         assert_eq!(records(&l)[2][1], 50 + 201);
     }
 
+    /// Records as a client builds them for another host, in memory that
+    /// was never written before (as a request queue's fresh words are): an
+    /// environment smaller than its word, an inline byte tail that ends
+    /// inside its last word. Staging checksums them as whole words, so
+    /// every byte of those words must have been written; Miri reports a
+    /// read of an uninitialised byte here.
+    #[test]
+    fn staged_records_are_initialised_wherever_the_checksum_reads() {
+        use super::super::remote::{byte_words, put_bytes, put_env};
+        use std::mem::MaybeUninit;
+        let (staging, landing) = (slot(), slot());
+        for tail in [&b""[..], b"a", b"abc", b"abcdefgh", b"0123456789"] {
+            let words = 3 + byte_words(tail.len());
+            let mut rec = [MaybeUninit::<u64>::uninit(); 8];
+            // SAFETY: `rec` has room for the record's words.
+            unsafe {
+                rec[0] = word(words as u64);
+                put_env(rec.as_mut_ptr().add(1), 0x0102_0304u32);
+                rec[2] = word(tail.len() as u64);
+                put_bytes(rec.as_mut_ptr().add(3), tail);
+            }
+            // SAFETY: the test owns the staging slot; `reserve` gave room.
+            let (_, count, range) = unsafe {
+                staging.stage(tail.len() as u64 + 1, 0, |w| {
+                    let dst = w.reserve(words, 0).expect("room");
+                    std::ptr::copy_nonoverlapping(rec.as_ptr(), dst, words);
+                })
+            };
+            assert_eq!(count, 1);
+            // SAFETY: both slots are ours; the range lies inside them.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    staging.as_ptr().add(range.start),
+                    landing.as_ptr().add(range.start).cast_mut(),
+                    range.len(),
+                )
+            };
+            let l = landing.land(tail.len() as u64 + 1).expect("complete");
+            let got = records(&l).remove(0);
+            assert_eq!(got[1], 0x0102_0304, "the environment and zeros after it");
+            let bytes: Vec<u8> = got[3..].iter().flat_map(|w| w.to_le_bytes()).collect();
+            assert_eq!(&bytes[..tail.len()], tail);
+            assert!(bytes[tail.len()..].iter().all(|&b| b == 0), "the tail's last word is zero-padded");
+        }
+    }
+
     #[test]
     fn garbage_lengths_are_refused() {
         let s = slot();
         s.words[COUNT_WORDS].store(u64::MAX, Ordering::Relaxed);
         s.words[SEQ].store(3, Ordering::Relaxed);
         assert!(s.land(3).is_none());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: if cfg!(miri) { 12 } else { 256 },
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// A batch from a faulty peer, checksummed as a good one but with
+        /// any record lengths and any count: the reader hands out only
+        /// records inside the landed copy, and refuses the rest.
+        #[test]
+        fn landed_batches_with_any_lengths_are_read_inside_the_copy_or_refused(
+            words in proptest::collection::vec(0u64..200, 1..REMOTE_WORDS),
+            count in 0u32..200,
+            seq in 1u64..1000,
+        ) {
+            let s = slot();
+            let used = words.len();
+            let start = REMOTE_WORDS - used;
+            for (k, &w) in words.iter().enumerate() {
+                s.words[start + k].store(w, Ordering::Relaxed);
+            }
+            let sum = checksum(seq, count, words.iter().copied());
+            s.words[COUNT_WORDS].store(((count as u64) << 32) | used as u64, Ordering::Relaxed);
+            s.words[SUM].store(sum, Ordering::Relaxed);
+            s.words[SEQ].store(seq, Ordering::Release);
+            let Some(l) = s.land(seq) else {
+                proptest::prop_assert!(count as usize > used, "a consistent batch lands");
+                return Ok(());
+            };
+            let (lo, hi) = (l.buf.as_ptr() as usize, l.buf.as_ptr() as usize + used * 8);
+            l.read(|r| {
+                while let Ok(Some(rec)) = r.try_next(record_words) {
+                    let n = record_words(rec);
+                    assert!(rec as usize >= lo && rec as usize + n * 8 <= hi, "a record past the copy");
+                    // SAFETY: inside the copy (checked just above).
+                    let last = unsafe { (*rec.add(n - 1)).assume_init() };
+                    std::hint::black_box(last);
+                }
+            });
+        }
     }
 
     #[cfg(not(miri))]

@@ -128,10 +128,16 @@ impl<'a> Slot<'a> {
     /// The caller must have seen, with [`Slot::flag`], a flag value published
     /// after the batch was written, and the writer must not start the next
     /// batch until the caller says it is done.
+    ///
+    /// The batch's length comes from its writer, which may be another
+    /// process: a length past either block is not trusted — the reader
+    /// then yields no record, and [`BatchReader::try_next`] says why.
     #[inline]
     pub(crate) unsafe fn read<R>(&self, f: impl FnOnce(&mut BatchReader) -> R) -> R {
         // SAFETY: per the caller's contract the batch is complete and stable.
         let meta = self.primary.meta.with(|m| unsafe { *m });
+        let bad = check_meta(meta, PRIMARY_WORDS, OVERFLOW_WORDS);
+        let meta = if bad.is_some() { Meta { count: meta.count, ..Meta::default() } } else { meta };
         self.primary.data.with(|p| {
             self.overflow.data.with(|o| {
                 let mut r = BatchReader {
@@ -141,10 +147,23 @@ impl<'a> Slot<'a> {
                     pos: 0,
                     in_overflow: false,
                     left: meta.count,
+                    bad,
                 };
                 f(&mut r)
             })
         })
+    }
+}
+
+/// Why a batch's length cannot be right: words past a block, or more
+/// records than words (every record has at least its header word).
+fn check_meta(m: Meta, primary_cap: usize, overflow_cap: usize) -> Option<&'static str> {
+    if m.primary as usize > primary_cap || m.overflow as usize > overflow_cap {
+        Some("its length runs past the slot")
+    } else if m.count as usize > m.primary as usize + m.overflow as usize {
+        Some("it counts more records than it has words")
+    } else {
+        None
     }
 }
 
@@ -244,6 +263,8 @@ pub(crate) struct BatchReader {
     pos: usize,
     in_overflow: bool,
     left: u32,
+    /// Why the batch's length was refused (then no record is read).
+    bad: Option<&'static str>,
 }
 
 impl BatchReader {
@@ -252,13 +273,17 @@ impl BatchReader {
     /// # Safety
     /// `at` must be valid for reads of `words` words while the reader lives.
     pub(crate) unsafe fn contiguous(at: *const Word, count: u32, words: usize) -> Self {
+        let meta = Meta { count, primary: words.min(u16::MAX as usize) as u16, overflow: 0 };
+        let bad =
+            if words > u16::MAX as usize { Some("its length runs past the slot") } else { check_meta(meta, words, 0) };
         BatchReader {
             primary: at,
             overflow: std::ptr::null(),
-            meta: Meta { count, primary: words as u16, overflow: 0 },
+            meta: if bad.is_some() { Meta { count, ..Meta::default() } } else { meta },
             pos: 0,
             in_overflow: false,
             left: count,
+            bad,
         }
     }
 
@@ -268,12 +293,30 @@ impl BatchReader {
     }
 
     /// The next record; `words_of` reads a record's length from its first word.
+    ///
+    /// # Panics
+    /// If the batch is malformed (see [`try_next`](Self::try_next)).
     #[inline]
     pub(crate) fn next(&mut self, words_of: impl Fn(*const Word) -> usize) -> Option<*const Word> {
+        self.try_next(words_of).unwrap_or_else(|why| panic!("gossamer: malformed batch: {why}"))
+    }
+
+    /// The next record, whose `words_of(rec)` words all lie inside its
+    /// block; or why the batch cannot be read on. Every record is checked
+    /// before it is handed out, so a batch written by another process with
+    /// wrong lengths is refused, never read out of bounds. After an error
+    /// the rest of the batch cannot be found: every later call fails too.
+    #[inline]
+    pub(crate) fn try_next(
+        &mut self,
+        words_of: impl Fn(*const Word) -> usize,
+    ) -> Result<Option<*const Word>, &'static str> {
         if self.left == 0 {
-            return None;
+            return Ok(None);
         }
-        self.left -= 1;
+        if let Some(why) = self.bad {
+            return Err(why);
+        }
         if !self.in_overflow && self.pos >= self.meta.primary as usize {
             self.in_overflow = true;
             self.pos = 0;
@@ -283,13 +326,20 @@ impl BatchReader {
         } else {
             (self.primary, self.meta.primary as usize)
         };
-        assert!(self.pos < limit, "gossamer: malformed batch (record past its block)");
+        if self.pos >= limit {
+            self.bad = Some("a record lies past its block");
+            return Err("a record lies past its block");
+        }
         // SAFETY: `pos < limit <= block size`, checked just above.
         let rec = unsafe { base.add(self.pos) };
         let words = words_of(rec);
-        assert!(words > 0 && self.pos + words <= limit, "gossamer: malformed batch (bad record length)");
+        if words == 0 || words > limit - self.pos {
+            self.bad = Some("a record's length runs past its block");
+            return Err("a record's length runs past its block");
+        }
+        self.left -= 1;
         self.pos += words;
-        Some(rec)
+        Ok(Some(rec))
     }
 }
 
@@ -366,6 +416,85 @@ mod tests {
                 }
                 assert!(w.reserve(3, 0).is_none());
             })
+        }
+    }
+}
+
+/// What another process may leave in a slot: any length, any count, any
+/// record headers. The reader hands out only records that lie inside their
+/// block, and refuses the rest (run under Miri too, which would report any
+/// read out of bounds).
+#[cfg(all(test, not(loom)))]
+mod malformed_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: if cfg!(miri) { 12 } else { 256 },
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    fn words(rec: *const Word) -> usize {
+        // SAFETY: the test initialises every word of both blocks.
+        (unsafe { (*rec).assume_init() } & 0xffff_ffff) as usize
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn any_slot_contents_are_read_inside_the_blocks_or_refused(
+            count in 0u32..300,
+            primary in 0u16..40,
+            overflow in 0u16..200,
+            headers in proptest::collection::vec(0u64..40, 1..64),
+        ) {
+            let (p, o) = (Primary::default(), Overflow::default());
+            // Every word initialised, the headers cycled through them.
+            let (pw, ow) = (p.data.with_mut(|d| d.cast::<Word>()), o.data.with_mut(|d| d.cast::<Word>()));
+            for i in 0..PRIMARY_WORDS {
+                // SAFETY: inside the primary block.
+                unsafe { *pw.add(i) = MaybeUninit::new(headers[i % headers.len()]) };
+            }
+            for i in 0..OVERFLOW_WORDS {
+                // SAFETY: inside the overflow block.
+                unsafe { *ow.add(i) = MaybeUninit::new(headers[(i + 7) % headers.len()]) };
+            }
+            // SAFETY: the test owns the slot.
+            p.meta.with_mut(|m| unsafe { *m = Meta { count, primary, overflow } });
+            let slot = Slot { primary: &p, overflow: &o };
+            let blocks = [(pw as usize, PRIMARY_WORDS), (ow as usize, OVERFLOW_WORDS)];
+            // SAFETY: the batch is "published" and stable: nobody writes it.
+            let (seen, refused) = unsafe {
+                slot.read(|r| {
+                    let (mut seen, mut refused) = (0u32, false);
+                    loop {
+                        match r.try_next(words) {
+                            Ok(Some(rec)) => {
+                                let (n, at) = (words(rec), rec as usize);
+                                let inside = blocks.iter().any(|&(b, cap)| at >= b && at + n * 8 <= b + cap * 8);
+                                assert!(inside, "a record handed out past its block");
+                                // Read the whole record, as a decoder would.
+                                let sum = (0..n).map(|k| (*rec.add(k)).assume_init()).fold(0u64, u64::wrapping_add);
+                                std::hint::black_box(sum);
+                                seen += 1;
+                            }
+                            Ok(None) => break,
+                            Err(_) => {
+                                refused = true;
+                                assert!(r.try_next(words).is_err(), "a refused batch stays refused");
+                                break;
+                            }
+                        }
+                    }
+                    (seen, refused)
+                })
+            };
+            prop_assert!(refused || seen == count);
+            prop_assert!(seen <= count);
         }
     }
 }

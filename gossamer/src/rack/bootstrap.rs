@@ -392,8 +392,7 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     let monitor = Monitor::start(rt.shared(), streams, remote, host_names, std::mem::take(&mut children.0));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(gsm_main)));
     if let Err(p) = r {
-        monitor.abort();
-        std::panic::resume_unwind(p);
+        main_panicked(&monitor, &*p);
     }
     monitor.finishing();
     let report = rt.shutdown();
@@ -529,6 +528,19 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     }
     let _ = control::send(&mut s, &Msg::Bye);
     std::process::exit(0);
+}
+
+/// Fate sharing for a panic in the program's main function: the program
+/// ends now, as a process ends when its `main` panics. The panic's message
+/// is printed with the rank (a panic resumed from another process or
+/// fiber has not been printed yet), the other processes are stopped, and
+/// rank 0 exits with a panic's status, 101 — without the orderly shutdown,
+/// which would wait for a main function that is gone.
+fn main_panicked(monitor: &Monitor, p: &(dyn std::any::Any + Send)) -> ! {
+    let msg = crate::error::panic_message(p);
+    eprintln!("gossamer: rank 0 failed: the program's main function panicked: {msg}; the program stops");
+    monitor.abort();
+    std::process::exit(101);
 }
 
 fn rank0_gone(rank: usize, why: &str) -> ! {

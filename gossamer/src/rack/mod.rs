@@ -11,7 +11,8 @@
 //!
 //! Fate is shared: when a process dies (a crash, a signal, an early exit),
 //! every process stops and rank 0 exits non-zero, naming the rank and the
-//! cause.
+//! cause. A panic in `gsm_main` does the same at once: rank 0 prints it
+//! with its rank, stops the others and exits with status 101.
 
 mod bootstrap;
 mod control;
@@ -56,7 +57,10 @@ pub enum RackError {
 ///
 /// Rank 0 runs `gsm_main` and returns when it and the whole program have
 /// finished; the other ranks never return (they exit when the program
-/// ends). On failure, any rank prints the cause and exits non-zero.
+/// ends). On failure, any rank prints the cause and exits non-zero; a
+/// panic in `gsm_main` of a program of several processes ends the whole
+/// program at once, rank 0 printing the panic's message and exiting with
+/// status 101 (with one process it unwinds out of `main`, as usual).
 pub fn main(gsm_main: fn(), threads: usize) {
     match bootstrap::run(gsm_main, threads) {
         Ok(()) => {}

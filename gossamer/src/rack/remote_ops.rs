@@ -81,7 +81,7 @@ unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Tra
     let (f, arg): (F, Result<A, String>) = unsafe {
         let f = take_value::<F>(env as *const Word);
         let tail = (env as *const Word).add(value_words::<F>());
-        (f, try_deserialize(tail_bytes(tail, out)))
+        (f, tail_bytes(tail, out).and_then(try_deserialize))
     };
     let state = crate::trust::SendPtr(state);
     let body = move || {
@@ -112,7 +112,7 @@ unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Tra
 /// Back on the spawning thread: completes the join handle.
 unsafe fn join_shim<R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     // SAFETY: encoded by `spawn_shim`: an empty environment, then the result.
-    let r: Result<R, String> = unsafe { try_deserialize(tail_bytes(env as *const Word, out)) }.and_then(|r| r);
+    let r: Result<R, String> = unsafe { tail_bytes(env as *const Word, out) }.and_then(try_deserialize).and_then(|r| r);
     let r = r.map_err(|m| Box::new(m) as Box<dyn std::any::Any + Send>);
     // SAFETY: `state` is the state `remote_pair` leaked for this fiber.
     unsafe { crate::runtime::join::finish_remote::<R>(state.cast_const().cast(), r) };
@@ -148,7 +148,7 @@ pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
 unsafe fn entrust_shim<T: Transferable>(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     // SAFETY: encoded by `entrust_on`: no closure bytes, then the id and
     // the value, serialized.
-    let decoded: Result<(u64, T), String> = unsafe { try_deserialize(tail_bytes(env as *const Word, out)) };
+    let decoded: Result<(u64, T), String> = unsafe { tail_bytes(env as *const Word, out) }.and_then(try_deserialize);
     let (id, value) = match decoded {
         Ok(v) => v,
         Err(m) => return out.put_any::<u64>(Err(Box::new(m))),

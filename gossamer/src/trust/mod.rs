@@ -280,7 +280,7 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
     // SAFETY: encoded by `apply_with` for these types: `F`'s bytes (none:
     // the capture rule at the process boundary), then the tail with `V`
     // serialized; `prop` is a live `PropertyCell<T>` of this trustee.
-    let (f, bytes): (F, &[u8]) = unsafe {
+    let (f, bytes): (F, Result<&[u8], String>) = unsafe {
         let f = take_value::<F>(env as *const Word);
         let tail = (env as *const Word).add(crate::channel::record::value_words::<F>());
         (f, crate::channel::record::tail_bytes(tail, out))
@@ -295,7 +295,7 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
     // An argument that does not decode is the caller's panic, not the
     // trustee's: it keeps serving.
     let r = catch_unwind(AssertUnwindSafe(|| {
-        let v: V = crate::channel::remote::deserialize(bytes);
+        let v: V = crate::channel::remote::deserialize(bytes.unwrap_or_else(|m| panic!("{m}")));
         // SAFETY: exclusive access on the trustee, as above.
         f(unsafe { &mut *(*cell).value.get() }, v)
     }));
@@ -830,6 +830,15 @@ impl<T> Drop for Trust<T> {
 /// once on the trustee, as a message from another worker, through the
 /// injection queue from outside the runtime, or not at all once the runtime
 /// is gone (it dropped its properties).
+///
+/// A trust may be cloned and dropped on any thread, inside or outside any
+/// runtime, whatever process its trustee is in: this never panics (it runs
+/// in `Drop`, perhaps while a thread unwinds). From a thread outside the
+/// runtime, a toggle for a trustee in another process goes through a
+/// worker of this process — injected into the first local worker, which
+/// forwards it over the fabric as its own message — since only a worker
+/// has slots to another process. The first local worker is always the
+/// same one, so toggles from plain threads keep their order.
 fn toggle_anywhere(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
     let cell = SendPtr(h);
     if let Some(w) = context::current() {
@@ -849,17 +858,29 @@ fn toggle_anywhere(h: *mut property::Header, t: usize, runtime: u64, id: u64) {
             return;
         }
     }
+    let on_trustee = move || {
+        let cell = cell;
+        if let Some(w) = context::current() {
+            // SAFETY: runs on the trustee thread (injected there, or sent
+            // there as a message).
+            unsafe { property::toggle(w, cell.0, id) }
+        }
+    };
     Shared::with_outside(runtime, |s| {
-        s.inject(
-            t,
-            Box::new(move || {
-                let cell = cell;
-                if let Some(w) = context::current() {
-                    // SAFETY: injected tasks run on the trustee thread.
-                    unsafe { property::toggle(w, cell.0, id) }
-                }
-            }),
-        )
+        if s.is_local(t) {
+            s.inject(t, Box::new(on_trustee));
+        } else {
+            // Forwarded by a local worker, which runs it in delegated
+            // context: `send_plain` queues without blocking.
+            s.inject(
+                s.local.start,
+                Box::new(move || {
+                    if let Some(w) = context::current() {
+                        w.send_plain(t, on_trustee);
+                    }
+                }),
+            );
+        }
     });
 }
 

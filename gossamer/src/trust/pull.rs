@@ -17,7 +17,12 @@ fn pull(lr: LargeResult) -> Result<Vec<u8>, String> {
     let bulk =
         if w.shared.same_host(lr.trustee) { w.shared.region.bulk_bytes() } else { w.shared.region.shape().far_bulk };
     let chunk = large::chunk_bytes(bulk);
-    let mut out = Vec::with_capacity(lr.len);
+    // The length comes from the trustee's process: reserved without
+    // aborting the program when it cannot be had.
+    let mut out = Vec::new();
+    out.try_reserve_exact(lr.len).map_err(|_| {
+        format!("gossamer: a result of {} bytes from thread {} cannot be held in memory", lr.len, lr.trustee)
+    })?;
     while out.len() < lr.len {
         let n = chunk.min(lr.len - out.len());
         let wait = Waiter::<Bytes>::new(w.current_fiber());

@@ -7,8 +7,8 @@ use std::ptr::{self, NonNull};
 
 use crate::channel::byte_queue::ByteQueue;
 use crate::channel::record::{
-    encode_request, record_words, request_words, take_response, take_value, value_words, Shim, MAX_INLINE_TAIL,
-    TAIL_IN_BULK,
+    encode_request, record_words, request_words, take_response, take_value, value_words, Shim, FALLBACK_WORDS,
+    MAX_INLINE_TAIL, TAIL_IN_BULK,
 };
 use crate::channel::remote::{self, code_header, code_offset, CODE_CACHE};
 use crate::channel::slot::{BatchWriter, Word};
@@ -232,11 +232,20 @@ impl Worker {
         let mut lane = self.lanes[t].borrow_mut();
         let (code_flags, full) = code_header(&mut lane.code_cache, code_offset(shim));
         let env_words = value_words::<F>();
-        let words = 1 + full as usize + 1 + env_words + tail_words;
+        // A record is never shorter than the largest fallback response, so
+        // that the responses to a full batch always fit their slot (a
+        // request with cached code, nothing captured and no argument takes
+        // two words; its answer may take three): the word it lacks is a
+        // zero pad at its end, which no decoder reads.
+        let used = 1 + full as usize + 1 + env_words + tail_words;
+        let words = used.max(FALLBACK_WORDS);
         let flags = code_flags | if in_bulk { remote::FLAG_BULK_TAIL } else { 0 };
         let dst = lane.pending.alloc(words);
         // SAFETY: `alloc` returned `words` words, filled in order here.
         unsafe {
+            for i in used..words {
+                *dst.add(i) = remote::word(0);
+            }
             *dst = remote::word(words as u64 | flags);
             let mut at = 1;
             if full {
@@ -245,7 +254,7 @@ impl Worker {
             }
             *dst.add(at) = remote::word(prop.expose_provenance() as u64);
             at += 1;
-            crate::channel::record::put_value(dst.add(at), f);
+            remote::put_env(dst.add(at), f);
             at += env_words;
             match tail {
                 None => {}
@@ -295,26 +304,22 @@ impl Worker {
         rec: *const Word,
     ) -> std::thread::Result<U> {
         // SAFETY: per the contract; a remote response's bulk payload lies in
-        // the pair's response area, unchanged until our next batch.
+        // the pair's response area, unchanged until our next batch. Which
+        // form to read follows from where the trustee is, never from the
+        // record's tag, which another process wrote.
         unsafe {
-            if crate::channel::record::is_remote_response(rec) {
-                let bulk = if self.shared.same_host(t) {
-                    self.shared.region.bulk(self.index, t, true)
-                } else {
-                    self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t)
-                };
-                crate::channel::record::take_remote_response::<U>(rec, bulk).map_err(|e| {
-                    match e.downcast::<crate::channel::large::LargeResult>() {
-                        // Say whose outbox holds it.
-                        Ok(mut lr) => {
-                            lr.trustee = t;
-                            lr as Box<dyn std::any::Any + Send>
-                        }
-                        Err(e) => e,
-                    }
-                })
-            } else {
+            if self.shared.is_local(t) {
                 take_response::<U>(rec)
+            } else {
+                let (bulk, bulk_bytes) = if self.shared.same_host(t) {
+                    (self.shared.region.bulk(self.index, t, true), self.shared.region.bulk_bytes())
+                } else {
+                    (
+                        self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t),
+                        self.shared.region.shape().far_bulk,
+                    )
+                };
+                crate::channel::record::take_remote_response::<U>(rec, bulk, bulk_bytes, t)
             }
         }
     }

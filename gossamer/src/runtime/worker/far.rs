@@ -11,7 +11,7 @@
 //! one extra rule is local: a staging slot is reused only once the fabric
 //! says the put from it is done.
 
-use crate::channel::record::{dispatch_remote, record_words, Far, Responder, FALLBACK_WORDS};
+use crate::channel::record::{record_words, serve_remote, Far, Responder, FALLBACK_WORDS};
 use crate::fabric::shm::region::{Region, Square};
 
 use super::Worker;
@@ -148,11 +148,7 @@ impl Worker {
         let (bulk_used, _, range) = unsafe {
             staging.stage(seq, FALLBACK_WORDS, |w| {
                 let mut out = Responder::far(w, batch.count() as usize, far);
-                batch.read(|r| {
-                    while let Some(rec) = r.next(record_words) {
-                        dispatch_remote(rec, &mut out, &mut cache);
-                    }
-                });
+                batch.read(|r| serve_remote(r, &mut out, &mut cache));
                 out.bulk_used()
             })
         };

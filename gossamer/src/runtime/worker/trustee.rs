@@ -4,7 +4,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use crate::channel::record::{dispatch, dispatch_remote, record_words, take_value, Far, Responder, FALLBACK_WORDS};
+use crate::channel::record::{dispatch, record_words, serve_remote, take_env, Far, Responder, FALLBACK_WORDS};
 use crate::channel::slot::Word;
 use crate::trust::property::Header;
 
@@ -12,9 +12,12 @@ use super::Worker;
 
 /// Runs a message for a thread (no property) and answers `()`.
 pub(super) unsafe fn thread_shim<F: FnOnce()>(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
-    // SAFETY: `env` holds the `F` that `Worker::send` encoded with this shim.
-    let f: F = unsafe { take_value(env as *const Word) };
-    out.put_any::<()>(catch_unwind(AssertUnwindSafe(f)));
+    // SAFETY: `env` holds the `F` that `Worker::send` encoded with this
+    // shim; from another process, it is read only inside the record.
+    match unsafe { take_env::<F>(env as *const Word, out) } {
+        Ok(f) => out.put_any::<()>(catch_unwind(AssertUnwindSafe(f))),
+        Err(m) => out.put_any::<()>(Err(Box::new(m))),
+    }
 }
 
 impl Worker {
@@ -74,9 +77,7 @@ impl Worker {
                         batch = count;
                         resp.write(FALLBACK_WORDS, |w| {
                             let mut out = Responder::far(w, count, far);
-                            while let Some(rec) = r.next(record_words) {
-                                dispatch_remote(rec, &mut out, &mut cache);
-                            }
+                            serve_remote(r, &mut out, &mut cache);
                         })
                     })
                 };
