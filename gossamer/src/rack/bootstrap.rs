@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use crate::fabric::shm::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
 use crate::fabric::{hosts, Fabric};
-use crate::runtime::shared::{new_program_key, Placement};
+use crate::runtime::shared::{new_program_key, Placement, Shared};
 use crate::runtime::{Builder, Runtime};
 
 /// How long processes wait for each other while starting.
@@ -392,7 +392,7 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     let monitor = Monitor::start(rt.shared(), streams, remote, host_names, std::mem::take(&mut children.0));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.block_on(gsm_main)));
     if let Err(p) = r {
-        main_panicked(&monitor, &*p);
+        main_panicked(&rt.shared(), &monitor, &*p);
     }
     monitor.finishing();
     let report = rt.shutdown();
@@ -536,7 +536,17 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
 /// fiber has not been printed yet), the other processes are stopped, and
 /// rank 0 exits with a panic's status, 101 — without the orderly shutdown,
 /// which would wait for a main function that is gone.
-fn main_panicked(monitor: &Monitor, p: &(dyn std::any::Any + Send)) -> ! {
+///
+/// When another process has already failed, the monitor is stopping the
+/// program with that process's rank and cause (stopping the workers is what
+/// unwound the main function): that cause is the one to report, so this
+/// thread leaves the exit to the monitor.
+fn main_panicked(shared: &Shared, monitor: &Monitor, p: &(dyn std::any::Any + Send)) -> ! {
+    if shared.region.header().failed.load(Ordering::SeqCst) != 0 {
+        std::thread::sleep(Duration::from_secs(30));
+        eprintln!("gossamer: rank 0: another process failed, and the program did not stop; stopping");
+        std::process::exit(1);
+    }
     let msg = crate::error::panic_message(p);
     eprintln!("gossamer: rank 0 failed: the program's main function panicked: {msg}; the program stops");
     monitor.abort();
