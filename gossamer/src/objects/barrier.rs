@@ -167,10 +167,10 @@ impl Barrier {
         // participants has run before we arrive.
         for (i, &t) in inner.threads.iter().enumerate() {
             if t != w.index && w.has_outstanding(t) {
-                inner.gates[i].apply(|_| ());
+                inner.gates[i].apply_with(|_, ()| (), ());
             }
         }
-        inner.coordinator.apply_then(|c| c.arrive(), |()| {});
+        inner.coordinator.apply_with_then(|c, ()| c.arrive(), (), |()| {});
         let gate = &inner.gates[me];
         let fiber = w.current_fiber();
         loop {
