@@ -6,10 +6,12 @@
 //! of the thread that owns it can reach it. A fiber that finds it held
 //! suspends and is handed the latch, in FIFO order, when it is released.
 //!
-//! A launch on a trustee in another process starts a fiber there (as
-//! `spawn_with` does) that launches the closure on the trust, now local to
-//! it; the closure crosses as its type alone, so it must capture nothing,
-//! the rule of every closure that crosses processes.
+//! A launch on a trustee in another process (`launch_with`,
+//! `launch_with_then`) starts a fiber there (as `spawn_with` does) that
+//! launches the code on the trust, now local to it; the code is a `fn`,
+//! which crosses as its offset in the binary, the rule of all code that
+//! crosses processes. The generic `launch` and `launch_then` are for
+//! trustees in this process.
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
