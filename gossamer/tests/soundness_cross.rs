@@ -12,7 +12,8 @@
 //!   for a later `postcard` or `serde_json` call to write a trust.
 //! * Values that cross are copied: the sender's original is dropped once,
 //!   by the time the call returns, and the receiver's copy once, where it
-//!   ends; a trust in an argument crosses as a true move.
+//!   ends; a trust in an argument crosses as a true move. A panic in the
+//!   original's `Drop` reaches the caller after the call is complete.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::process::Command;
@@ -258,6 +259,44 @@ fn copies() {
     println!("SCENARIO copies ok");
 }
 
+/// Panics when the sender's original is dropped (the copy rebuilt in the
+/// receiver does not: the flag does not travel).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Grumpy(u64, #[serde(skip)] bool);
+
+impl Drop for Grumpy {
+    fn drop(&mut self) {
+        if self.1 && !std::thread::panicking() {
+            panic!("the grumpy original was dropped");
+        }
+    }
+}
+
+fn panicking_drop() {
+    let far = gossamer::topology().threads() - 1;
+    // The panic of the original's `Drop` reaches the caller once the call
+    // is complete; nothing of the call is left pointing at its stack.
+    let m = refusal(|| drop(gossamer::entrust_on(far, Grumpy(7, true))));
+    assert!(m.contains("grumpy original"), "{m}");
+    let counter = gossamer::entrust_on(far, 0u64);
+    let m = refusal(|| {
+        counter.apply_with(|c, g: Grumpy| *c += g.0, Grumpy(5, true));
+    });
+    assert!(m.contains("grumpy original"), "{m}");
+    assert_eq!(counter.apply_with(|c, ()| *c, ()), 5, "the call completed before its panic");
+    let seen = std::rc::Rc::new(std::cell::Cell::new(0));
+    let s = seen.clone();
+    let m = refusal(|| counter.apply_with_then(|c, g: Grumpy| *c + g.0, Grumpy(1, true), move |v| s.set(v)));
+    assert!(m.contains("grumpy original"), "{m}");
+    // The fiber, its thread and the pair go on as before.
+    for _ in 0..200 {
+        counter.apply_with(|c, n: u64| *c += n, 1);
+    }
+    assert_eq!(counter.apply_with(|c, ()| *c, ()), 205);
+    assert_eq!(seen.get(), 6, "the callback of the request whose original panicked ran");
+    println!("SCENARIO panicking_drop ok");
+}
+
 #[test]
 fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
@@ -265,6 +304,7 @@ fn scenario_entry() {
         "zst_proof" => zst_proof,
         "yielding_serialize" => yielding_serialize,
         "copies" => copies,
+        "panicking_drop" => panicking_drop,
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, 6);
@@ -307,4 +347,9 @@ fn a_serialize_that_yields_neither_mixes_messages_nor_leaves_the_context_open() 
 #[test]
 fn values_that_cross_are_copies_dropped_once_on_each_side_and_trusts_move() {
     passes("copies");
+}
+
+#[test]
+fn a_panic_in_the_drop_of_a_sent_original_reaches_the_caller_after_the_call() {
+    passes("panicking_drop");
 }

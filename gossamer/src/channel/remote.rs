@@ -226,6 +226,16 @@ pub(crate) fn try_deserialize<V: DeserializeOwned + 'static>(bytes: &[u8]) -> Re
     }
 }
 
+/// Drops the sender's original of a value that was just sent to another
+/// process as a copy (see [`Transferable`](crate::Transferable)), keeping a
+/// panic of its `Drop` for the caller to resume once the call is complete:
+/// a request already queued may point at the caller's stack (the waiter of
+/// a blocking call) or expect its callback to be stored next, so nothing
+/// may unwind between queueing it and finishing the call.
+pub(crate) fn drop_original<V>(v: V) -> Option<Box<dyn Any + Send>> {
+    catch_unwind(AssertUnwindSafe(|| drop(v))).err()
+}
+
 /// The offset of the code of a `fn` pointer from the anchor, as it crosses
 /// into another process (see [`fn_at`]).
 #[inline]

@@ -148,10 +148,18 @@ pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
     let c = Completion { run: complete_wake::<u64>, data: wait.as_data() };
     let sent = (id, value);
     with_serialized(&sent, |bytes| w.encode_remote(thread, entrust_shim::<T>, ptr::null_mut(), (), Some(bytes), c));
-    // Sent as a copy: the original ends here (see above), before the wait.
-    drop(sent);
+    // Sent as a copy: the original ends here (see above), before the wait;
+    // a panic of its `Drop` is the caller's, once the trustee has answered
+    // (the answer completes `wait`, on this fiber's stack).
+    let dropped = crate::channel::remote::drop_original(sent);
     let addr = wait.wait();
-    Trust::from_parts(ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr as usize), thread, w.shared.id, id)
+    let trust =
+        Trust::from_parts(ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr as usize), thread, w.shared.id, id);
+    if let Some(p) = dropped {
+        drop(trust);
+        std::panic::resume_unwind(p);
+    }
+    trust
 }
 
 /// On the trustee: makes the property and answers its address.

@@ -564,11 +564,18 @@ impl<T: Send + 'static> Trust<T> {
                         c,
                     )
                 });
-                // Sent as a copy: the original ends here (see above).
-                drop(w);
-                let _waiting =
+                // Sent as a copy: the original ends here (see above); a panic
+                // of its `Drop` is the caller's, once the answer is in.
+                let dropped = crate::channel::remote::drop_original(w);
+                let waiting =
                     crate::runtime::stuck::Waiting::begin(cw, profile::WaitOn::Apply(self.trustee as usize), ty, key);
-                wait.wait_transfer()
+                let u = wait.wait_transfer();
+                drop(waiting);
+                if let Some(p) = dropped {
+                    drop(u);
+                    resume_unwind(p);
+                }
+                u
             }
             _ => self.apply_unchecked(move |t| f(t, w)),
         }
@@ -617,9 +624,10 @@ impl<T: Send + 'static> Trust<T> {
                 crate::channel::remote::with_serialized(&w, |bytes| {
                     cw.enqueue_remote_fn(t, with_shim::<T, V, U>, self.cell.as_ptr().cast(), f as usize, Some(bytes), c)
                 });
-                // Sent as a copy: the original ends here (see `apply_with`).
-                drop(w);
                 cw.store_then(t, then);
+                // Sent as a copy: the original ends here (see `apply_with`),
+                // once the request and its callback are both in place.
+                drop(w);
             }
             _ => self.then_impl::<_, U, G, K>(move |t| f(t, w), then),
         }
