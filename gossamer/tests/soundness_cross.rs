@@ -294,6 +294,13 @@ fn panicking_drop() {
     }
     assert_eq!(counter.apply_with(|c, ()| *c, ()), 205);
     assert_eq!(seen.get(), 6, "the callback of the request whose original panicked ran");
+    // Results too: the trustee's original is dropped after it is sent, and
+    // a panic there is reported on the trustee, which serves on.
+    let g = counter.apply_with(|c, ()| Grumpy(*c, true), ());
+    assert_eq!((g.0, g.1), (205, false));
+    let g = gossamer::spawn_with(far, |()| Grumpy(3, true), ()).join().unwrap();
+    assert_eq!((g.0, g.1), (3, false));
+    assert_eq!(counter.apply_with(|c, ()| *c, ()), 205);
     println!("SCENARIO panicking_drop ok");
 }
 

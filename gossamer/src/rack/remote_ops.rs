@@ -107,6 +107,11 @@ unsafe fn spawn_shim<A: Transferable, R: Transferable>(state: *mut u8, env: *mut
         if let Err(m) = try_with_serialized(&r, send) {
             with_serialized(&Err::<R, String>(m), send);
         }
+        // Sent as a copy: the original ends here; a panic of its `Drop`
+        // comes after the join was answered, so it is reported.
+        if let Some(p) = crate::channel::remote::drop_original(r) {
+            w.report_panic("drop of a result sent to another process", p);
+        }
     };
     worker().spawn_boxed(Box::new(body));
     out.put_any::<()>(Ok(()));
