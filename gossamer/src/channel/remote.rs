@@ -238,9 +238,26 @@ pub(crate) fn drop_original<V>(v: V) -> Option<Box<dyn Any + Send>> {
 
 /// The offset of the code of a `fn` pointer from the anchor, as it crosses
 /// into another process (see [`fn_at`]).
+///
+/// # Panics
+/// If the code is not in the binary (see `image`): its offset would differ
+/// in the other process.
 #[inline]
 pub(crate) fn fn_offset(addr: usize) -> i64 {
+    if !super::image::in_binary(addr) {
+        refuse_foreign_code(addr);
+    }
     (addr as i64).wrapping_sub(anchor as fn() as usize as i64)
+}
+
+#[cold]
+#[inline(never)]
+fn refuse_foreign_code(addr: usize) -> ! {
+    panic!(
+        "gossamer: the fn at {addr:#x}, given to cross into another process, is not code of this program's binary \
+         (it is in a shared library, whose place differs from process to process), so it cannot be named there; \
+         wrap it in a closure written in the program, e.g. trust.apply_with(|v, a| f(v, a), a)"
+    )
 }
 
 /// The `fn` pointer of type `P` at `offset` from this process's anchor.

@@ -35,7 +35,10 @@
 ///   [`apply_with`](crate::Trust::apply_with) (and `apply_with_then`,
 ///   `try_apply_with_then`, `apply_with_async`), `launch_with`,
 ///   `launch_with_then`, [`spawn_with`](crate::spawn_with),
-///   [`spawn_to`](crate::spawn_to) and `spawn_to_with`. The argument is a
+///   [`spawn_to`](crate::spawn_to) and `spawn_to_with`. (A `fn` of a shared
+///   library, whose place differs between processes, is refused in the
+///   caller: wrap it in a closure, which is code of the program.) The
+///   argument is a
 ///   [`Transferable`] type that serde writes in the sender and rebuilds in
 ///   the receiver (a copy: see [`Transferable`]); `&'static str`, `fn`
 ///   pointers and raw pointers are not `Transferable`, so they are compile
