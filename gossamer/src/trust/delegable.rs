@@ -38,11 +38,10 @@
 ///   [`spawn_to`](crate::spawn_to) and `spawn_to_with`. (A `fn` of a shared
 ///   library, whose place differs between processes, is refused in the
 ///   caller: wrap it in a closure, which is code of the program.) The
-///   argument is a
-///   [`Transferable`] type that serde writes in the sender and rebuilds in
-///   the receiver (a copy: see [`Transferable`]); `&'static str`, `fn`
-///   pointers and raw pointers are not `Transferable`, so they are compile
-///   errors there. Results cross the same way.
+///   argument is a [`Transferable`] type that serde writes in the sender and
+///   rebuilds in the receiver (a copy: see [`Transferable`]); `&'static
+///   str`, `fn` pointers and raw pointers are not `Transferable`, so they
+///   are compile errors there. Results cross the same way.
 ///
 /// Trusts travel as `Transferable` values too: a serialized trust is an
 /// authenticated, single-use token for a clone in transit (see
