@@ -80,7 +80,7 @@ fn gsm_main() {
         .collect();
     let ops: u64 = fibers.into_iter().map(|f| f.join().expect("client fiber")).sum();
     let secs = start.elapsed().as_secs_f64();
-    let served: u64 = servers.iter().map(|s| s.apply(|c| *c)).sum();
+    let served: u64 = servers.iter().map(|s| s.apply_with(|c, ()| *c, ())).sum();
     assert_eq!(served, ops, "every echo was served once");
     println!(
         "ECHO processes={} threads={n} size={size} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",

@@ -36,7 +36,7 @@ fn gsm_main() {
     if let Some(r) = env_num("HELLO_CRASH_RANK") {
         let r = r as usize;
         assert!(r < topo.processes.len(), "HELLO_CRASH_RANK={r}: no such rank");
-        let h = gossamer::spawn_with::<_, _, ()>(
+        let h = gossamer::spawn_with::<_, ()>(
             topo.processes[r].start,
             |()| {
                 eprintln!(

@@ -27,7 +27,11 @@ fn gsm_main() {
         }
         gossamer::current_thread().unwrap()
     });
-    println!("histogram filled on thread {}: {:?}", filled.join().unwrap(), histogram.apply(|h| h.clone()));
+    println!(
+        "histogram filled on thread {}: {:?}",
+        filled.join().unwrap(),
+        histogram.apply_with(|h, ()| h.clone(), ())
+    );
 
     // Barrier + channel: each thread squares its numbers, meets the others,
     // then reports its sum to thread 0.

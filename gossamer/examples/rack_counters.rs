@@ -24,7 +24,7 @@ fn gsm_main() {
                 |cs: Vec<Trust<u64>>| {
                     for _ in 0..ROUNDS {
                         for c in &cs {
-                            c.apply(|v| *v += 1);
+                            c.apply_with(|v, ()| *v += 1, ());
                         }
                     }
                     (gossamer::rack::rank(), gossamer::current_thread().unwrap(), gossamer::rack::load_address())
@@ -37,7 +37,7 @@ fn gsm_main() {
         let (rank, thread, base) = f.join().expect("a fiber panicked");
         println!("fiber on thread {thread} (rank {rank}, code at {base:#x}) done");
     }
-    let totals: Vec<u64> = counters.iter().map(|c| c.apply(|v| *v)).collect();
+    let totals: Vec<u64> = counters.iter().map(|c| c.apply_with(|v, ()| *v, ())).collect();
     assert!(totals.iter().all(|&t| t == n as u64 * ROUNDS), "lost updates: {totals:?}");
     println!("every counter reached {} = {n} fibers x {ROUNDS} rounds", totals[0]);
 }

@@ -20,7 +20,7 @@ fn gsm_main() {
     )
     .join()
     .expect("the fiber panicked");
-    let greeting = trust.apply(|property| property.get("Greeting").cloned());
+    let greeting = trust.apply_with(|property, ()| property.get("Greeting").cloned(), ());
     println!(
         "table II(b): {} processes; a fiber on thread {last} (rank {}) stored Greeting = {:?} in rank 0's property",
         gossamer::topology().processes.len(),

@@ -17,13 +17,13 @@ fn gsm_main() {
                 ("Second Greeting".to_string(), "Hi".to_string()),
                 |_| println!("table III: added second greeting"),
             );
-            trust.apply(|p| p.len())
+            trust.apply_with(|p, ()| p.len(), ())
         },
         trust.clone(),
     )
     .join()
     .expect("the fiber panicked");
-    let mut all: Vec<(String, String)> = trust.apply(|p| p.clone().into_iter().collect());
+    let mut all: Vec<(String, String)> = trust.apply_with(|p, ()| p.clone().into_iter().collect(), ());
     all.sort();
     println!("table III: the property (on thread {}) holds {all:?}", trust.trustee().index());
 }

@@ -44,9 +44,11 @@
 //!
 //! Delegated closures run to completion and may not block: a blocking call
 //! in one panics with a message naming `launch`. They may not capture
-//! references or raw pointers, and a closure whose trustee is in another
-//! process captures nothing: its data goes as an `apply_with` argument
-//! (see [`Delegable`]).
+//! references or raw pointers, and only code given as a `fn` crosses into
+//! another process: the `_with` forms (`apply_with`, `launch_with`,
+//! `spawn_with`, ...) take their code as a `fn` and their data as an
+//! argument, copied into the other process (see [`Delegable`] and
+//! [`Transferable`]).
 #![cfg_attr(feature = "nightly", feature(auto_traits, negative_impls))]
 #![warn(missing_docs)]
 

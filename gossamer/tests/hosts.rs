@@ -44,7 +44,7 @@ fn counters() {
                 |cs: Vec<Trust<u64>>| {
                     for _ in 0..200 {
                         for c in &cs {
-                            c.apply(|v| *v += 1);
+                            c.apply_with(|v, ()| *v += 1, ());
                         }
                     }
                     (gossamer::rack::rank(), gossamer::rack::host_name())
@@ -57,7 +57,7 @@ fn counters() {
     for f in fibers {
         hosts.insert(f.join().unwrap().1);
     }
-    let totals: Vec<u64> = counters.iter().map(|c| c.apply(|v| *v)).collect();
+    let totals: Vec<u64> = counters.iter().map(|c| c.apply_with(|v, ()| *v, ())).collect();
     assert!(totals.iter().all(|&t| t == (n * 200) as u64), "{totals:?}");
     assert_eq!(hosts.len(), HOSTS, "fibers ran on every host: {hosts:?}");
     println!("SCENARIO counters ok: {totals:?} over hosts {hosts:?}");
@@ -79,7 +79,7 @@ fn ordering() {
                     for s in 0..500u32 {
                         log.apply_with_then(|l, (w, s): (u32, u32)| l.push((w, s)), (who, s), |_| ());
                     }
-                    log.apply(|_| ());
+                    log.apply_with(|_, ()| (), ());
                 },
                 (log.clone(), t as u32),
             )
@@ -88,7 +88,7 @@ fn ordering() {
     for f in fibers {
         f.join().unwrap();
     }
-    let entries = log.apply(|l| l.clone());
+    let entries = log.apply_with(|l, ()| l.clone(), ());
     assert_eq!(entries.len(), 1500);
     let mut next = std::collections::HashMap::new();
     for (who, s) in entries {
@@ -119,7 +119,7 @@ fn refcount() {
                 th,
                 |t: Trust<Counted>| {
                     let c = t.clone();
-                    let v = c.apply(|x| x.0);
+                    let v = c.apply_with(|x, ()| x.0, ());
                     drop(t);
                     v
                 },
@@ -139,8 +139,9 @@ fn refcount() {
     assert_eq!(drops(), 1, "the last drop drops the property exactly once");
     // A panic on another host reaches the caller with its message.
     let c = gossamer::entrust_on(THREADS - 1, 0u8);
-    let r =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.apply(|_| -> u8 { panic!("failure far away") })));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        c.apply_with(|_, ()| -> u8 { panic!("failure far away") }, ())
+    }));
     let msg = r.unwrap_err().downcast::<String>().map(|s| *s).unwrap_or_default();
     assert!(msg.contains("failure far away"), "{msg}");
     println!("SCENARIO refcount ok");
@@ -148,7 +149,7 @@ fn refcount() {
 
 fn crash() {
     check_layout();
-    let h = gossamer::spawn_with::<_, _, ()>(
+    let h = gossamer::spawn_with::<_, ()>(
         THREADS - 1,
         |()| {
             println!("CRASHING on {}", gossamer::rack::host_name());
@@ -203,14 +204,14 @@ pub fn payloads() {
                 d.set(d.get());
             },
         );
-        store.apply(|_| ());
+        store.apply_with(|_, ()| (), ());
         let start = Instant::now();
         while !done.get() && start.elapsed() < Duration::from_secs(30) {
             gossamer::yield_now();
         }
         assert!(done.get());
         println!("PAYLOAD {size} bytes: argument {put:?}, result {get:?}");
-        store.apply(|s| s.clear());
+        store.apply_with(|s, ()| s.clear(), ());
     }
     println!("SCENARIO payloads ok");
 }
@@ -253,7 +254,7 @@ fn stress() {
                         );
                     }
                     for c in &cs {
-                        c.apply(|_| ());
+                        c.apply_with(|_, ()| (), ());
                     }
                 },
                 (checkers.clone(), 7919 * (t as u64 + 1)),
@@ -263,7 +264,7 @@ fn stress() {
     for f in fibers {
         f.join().unwrap();
     }
-    let (ok, bad) = checkers.iter().map(|c| c.apply(|s| *s)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    let (ok, bad) = checkers.iter().map(|c| c.apply_with(|s, ()| *s, ())).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     assert_eq!((ok, bad), (THREADS as u64 * EACH, 0), "records arrived intact, each once");
     println!("SCENARIO stress ok: {ok} checksummed records");
 }
@@ -276,7 +277,7 @@ fn busy() {
     let end = Instant::now() + Duration::from_secs(30);
     while Instant::now() < end {
         for c in &counters {
-            c.apply(|v| *v += 1);
+            c.apply_with(|v, ()| *v += 1, ());
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -306,11 +307,14 @@ fn objects() {
                 t,
                 |l: Trust<gossamer::Latch<u64>>| {
                     for _ in 0..10 {
-                        l.launch(|v| {
-                            let before = *v;
-                            gossamer::yield_now();
-                            *v = before + 1;
-                        });
+                        l.launch_with(
+                            |v, ()| {
+                                let before = *v;
+                                gossamer::yield_now();
+                                *v = before + 1;
+                            },
+                            (),
+                        );
                     }
                 },
                 latch.clone(),
@@ -320,7 +324,7 @@ fn objects() {
     for l in launchers {
         l.join().unwrap();
     }
-    assert_eq!(latch.launch(|v| *v), 10 * (THREADS as u64 - 1), "a launched update was lost");
+    assert_eq!(latch.launch_with(|v, ()| *v, ()), 10 * (THREADS as u64 - 1), "a launched update was lost");
     let table = gossamer::objects::Shared::new((0..50_000u64).collect::<Vec<_>>());
     let readers: Vec<_> = (0..THREADS)
         .map(|t| {

@@ -36,7 +36,7 @@ fn counters() {
                 |cs: Vec<Trust<u64>>| {
                     for _ in 0..300 {
                         for c in &cs {
-                            c.apply(|v| *v += 1);
+                            c.apply_with(|v, ()| *v += 1, ());
                         }
                     }
                     (gossamer::rack::rank(), gossamer::rack::load_address())
@@ -50,7 +50,7 @@ fn counters() {
         let (rank, base) = f.join().unwrap();
         bases.insert(rank, base);
     }
-    let totals: Vec<u64> = counters.iter().map(|c| c.apply(|v| *v)).collect();
+    let totals: Vec<u64> = counters.iter().map(|c| c.apply_with(|v, ()| *v, ())).collect();
     assert!(totals.iter().all(|&t| t == 6 * 300), "{totals:?}");
     let distinct: std::collections::BTreeSet<_> = bases.values().collect();
     println!("SCENARIO counters ok: totals {totals:?}, load addresses {bases:x?}");
@@ -82,7 +82,7 @@ fn ordering() {
                             },
                         );
                     }
-                    log.apply(|_| ());
+                    log.apply_with(|_, ()| (), ());
                     let seen = seen.borrow();
                     seen.iter().enumerate().all(|(i, &s)| i as u32 == s) && seen.len() == 2000
                 },
@@ -93,7 +93,7 @@ fn ordering() {
     for f in fibers {
         assert!(f.join().unwrap(), "callbacks ran in issue order");
     }
-    let entries = log.apply(|l| l.clone());
+    let entries = log.apply_with(|l, ()| l.clone(), ());
     assert_eq!(entries.len(), 6000);
     let mut next = std::collections::HashMap::new();
     for (who, s) in entries {
@@ -114,7 +114,7 @@ fn refcount() {
                 th,
                 |t: Trust<Counted>| {
                     let c = t.clone();
-                    let v = c.apply(|x| x.0);
+                    let v = c.apply_with(|x, ()| x.0, ());
                     drop(t);
                     v
                 },
@@ -126,7 +126,7 @@ fn refcount() {
         assert_eq!(f.join().unwrap(), 7);
     }
     // Still held here: not dropped.
-    assert_eq!(t.apply(|x| x.0), 7);
+    assert_eq!(t.apply_with(|x, ()| x.0, ()), 7);
     assert_eq!(drops_on_rank1(), 0, "dropped while a trust remained");
     drop(t);
     let start = Instant::now();
@@ -151,11 +151,11 @@ fn payload() {
     let put = t0.elapsed();
     assert_eq!(n, 1);
     let t0 = Instant::now();
-    let back: Vec<u8> = store.apply(|s| s[0].clone());
+    let back: Vec<u8> = store.apply_with(|s, ()| s[0].clone(), ());
     let get = t0.elapsed();
     assert_eq!(back, blob);
     // A remote panic reaches the caller with its message.
-    let r = catch_unwind(AssertUnwindSafe(|| store.apply(|_| -> u8 { panic!("remote failure") })));
+    let r = catch_unwind(AssertUnwindSafe(|| store.apply_with(|_, ()| -> u8 { panic!("remote failure") }, ())));
     let msg = r.unwrap_err().downcast::<String>().map(|s| *s).unwrap_or_default();
     assert!(msg.contains("remote failure"), "{msg}");
     println!("SCENARIO payload ok: 1 MiB argument in {put:?}, 1 MiB result in {get:?}");
@@ -178,7 +178,7 @@ fn huge() {
         let put = t0.elapsed();
         assert_eq!(n, size);
         let t0 = Instant::now();
-        let back: Vec<u8> = store.apply(|s| s.clone());
+        let back: Vec<u8> = store.apply_with(|s, ()| s.clone(), ());
         let get = t0.elapsed();
         assert!(back == blob, "the {size}-byte result came back intact");
         println!("HUGE {size} bytes: argument {put:?}, result {get:?}");
@@ -317,7 +317,7 @@ fn mixed() {
         all += d;
         bad += b;
     }
-    let served: u64 = sinks.iter().map(|s| s.apply(|c| *c)).sum();
+    let served: u64 = sinks.iter().map(|s| s.apply_with(|c, ()| *c, ())).sum();
     assert_eq!(bad, 0, "{bad} of {all} answers came back wrong");
     assert_eq!(served, u64::from(all));
     println!("SCENARIO mixed ok: {all} payloads both ways");
@@ -335,18 +335,18 @@ fn nostall() {
     let other = gossamer::spawn_with(
         2,
         |(small, started, finished): (Trust<u64>, Trust<bool>, Trust<bool>)| {
-            started.apply(|s| *s = true);
+            started.apply_with(|s, ()| *s = true, ());
             let mut trips = 0u64;
             // `finished` lives on this thread: reading it is local.
-            while !finished.apply(|f| *f) {
-                small.apply(|x| *x += 1);
+            while !finished.apply_with(|f, ()| *f, ()) {
+                small.apply_with(|x, ()| *x += 1, ());
                 trips += 1;
             }
             trips
         },
         (small.clone(), started.clone(), finished.clone()),
     );
-    while !started.apply(|s| *s) {
+    while !started.apply_with(|s, ()| *s, ()) {
         gossamer::yield_now();
     }
     let blob: Vec<u8> = (0..64usize << 20).map(|i| (i % 241) as u8).collect();
@@ -358,19 +358,19 @@ fn nostall() {
         },
         blob,
     );
-    let back: Vec<u8> = big.apply(|s| s.clone());
+    let back: Vec<u8> = big.apply_with(|s, ()| s.clone(), ());
     let took = t0.elapsed();
-    finished.apply(|f| *f = true);
+    finished.apply_with(|f, ()| *f = true, ());
     let trips = other.join().expect("the small client failed");
     assert_eq!((n, back.len()), (64 << 20, 64 << 20));
-    assert_eq!(small.apply(|x| *x), trips);
+    assert_eq!(small.apply_with(|x, ()| *x, ()), trips);
     assert!(trips >= 3, "only {trips} small round trips during the {took:?} of the large transfer");
     println!("SCENARIO nostall ok: {trips} small round trips during {took:?} of 2 x 64 MiB");
 }
 
 fn crash() {
     // Rank 2 dies in the middle of the program.
-    let h = gossamer::spawn_with::<_, _, ()>(
+    let h = gossamer::spawn_with::<_, ()>(
         4,
         |()| {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
@@ -384,7 +384,7 @@ fn crash() {
 }
 
 fn killed() {
-    let _ = gossamer::spawn_with::<_, _, ()>(
+    let _ = gossamer::spawn_with::<_, ()>(
         2,
         |()| {
             // SAFETY: sends SIGKILL to this very process.
@@ -417,7 +417,7 @@ fn launch() {
                         latch.launch_with(
                             |v, other: Trust<u64>| {
                                 let before = *v;
-                                other.apply(|o| *o += 1);
+                                other.apply_with(|o, ()| *o += 1, ());
                                 gossamer::yield_now();
                                 *v = before + 1;
                             },
@@ -432,16 +432,17 @@ fn launch() {
     for f in fibers {
         f.join().unwrap();
     }
-    assert_eq!(latch.launch(|v| *v), 100, "an update was lost: the latch was not held");
-    assert_eq!(other.apply(|o| *o), 100);
+    assert_eq!(latch.launch_with(|v, ()| *v, ()), 100, "an update was lost: the latch was not held");
+    assert_eq!(other.apply_with(|o, ()| *o, ()), 100);
 
     let got = std::rc::Rc::new(std::cell::Cell::new(None));
     let g = got.clone();
-    latch.launch_then(
-        |v| {
+    latch.launch_with_then(
+        |v, ()| {
             *v += 1;
             *v
         },
+        (),
         move |n| g.set(Some(n)),
     );
     let t0 = Instant::now();
@@ -452,7 +453,7 @@ fn launch() {
     assert_eq!(got.get(), Some(101));
 
     let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        latch.launch(|_| -> u64 { panic!("the launched closure gives up") })
+        latch.launch_with(|_, ()| -> u64 { panic!("the launched closure gives up") }, ())
     }))
     .expect_err("the panic did not come back");
     let m = p.downcast_ref::<String>().cloned().unwrap_or_default();
@@ -468,7 +469,7 @@ fn leader_panics() {
 
 fn small() {
     let t = gossamer::entrust_on(1, 40u64);
-    assert_eq!(t.apply(|v| *v + 2), 42);
+    assert_eq!(t.apply_with(|v, ()| *v + 2, ()), 42);
     println!("SCENARIO small ok");
 }
 

@@ -390,10 +390,16 @@ impl<'a> Responder<'a> {
         match r {
             Ok(v) => {
                 let sent = super::remote::try_with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK));
+                // Sent as a copy (or not at all): the original ends here. Its
+                // `Drop` is user code inside the trustee's loop: a panic there
+                // is reported, and the batch is answered all the same.
+                let dropped = super::remote::drop_original(v);
                 if let Err(msg) = sent {
                     // The result cannot travel: the caller gets the reason.
-                    drop(v);
                     self.put_bytes(msg.as_bytes(), TAG_PANIC_MSG, TAG_PANIC_MSG_BULK)
+                }
+                if let (Some(p), Some(w)) = (dropped, crate::runtime::context::current()) {
+                    w.report_panic("drop of a result sent to another process", p);
                 }
             }
             Err(p) => {

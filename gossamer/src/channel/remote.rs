@@ -226,33 +226,82 @@ pub(crate) fn try_deserialize<V: DeserializeOwned + 'static>(bytes: &[u8]) -> Re
     }
 }
 
-/// The capture rule at the process boundary: a closure that crosses into
-/// another process must carry no bytes at all.
+/// Drops the sender's original of a value that was just sent to another
+/// process as a copy (see [`Transferable`](crate::Transferable)), keeping a
+/// panic of its `Drop` for the caller to resume once the call is complete:
+/// a request already queued may point at the caller's stack (the waiter of
+/// a blocking call) or expect its callback to be stored next, so nothing
+/// may unwind between queueing it and finishing the call.
+pub(crate) fn drop_original<V>(v: V) -> Option<Box<dyn Any + Send>> {
+    catch_unwind(AssertUnwindSafe(|| drop(v))).err()
+}
+
+/// The offset of the code of a `fn` pointer from the anchor, as it crosses
+/// into another process (see [`fn_at`]).
 ///
-/// On stable Rust nothing can prove that the bytes of a closure's captured
-/// environment hold no address (a `&'static str`, a `fn` pointer, a `Copy`
-/// struct holding a reference all pass `Send + Copy + 'static`), and such
-/// an address means nothing in another address space. So a closure bound
-/// for another process may capture nothing (zero-sized: its code is named
-/// by offset, and no byte of it travels); its data goes as the argument of
-/// `apply_with` / `spawn_with`, which serde rebuilds in the receiver. This
-/// runs before anything is queued, in the caller.
-#[inline(always)]
-pub(crate) fn check_crossing<F>(thread: usize) {
-    if std::mem::size_of::<F>() != 0 {
-        refuse_crossing(std::any::type_name::<F>(), std::mem::size_of::<F>(), thread)
+/// # Panics
+/// If the code is not in the binary (see `image`): its offset would differ
+/// in the other process.
+#[inline]
+pub(crate) fn fn_offset(addr: usize) -> i64 {
+    if !super::image::in_binary(addr) {
+        refuse_foreign_code(addr);
     }
+    (addr as i64).wrapping_sub(anchor as fn() as usize as i64)
 }
 
 #[cold]
 #[inline(never)]
-fn refuse_crossing(name: &str, size: usize, thread: usize) -> ! {
+fn refuse_foreign_code(addr: usize) -> ! {
     panic!(
-        "gossamer: the closure `{name}` captures {size} bytes and its trustee (thread {thread}) is in another \
-         process; a closure that crosses processes must capture nothing, because on stable Rust its captured bytes \
-         cannot be proven free of addresses (a &'static str, a fn pointer, a reference inside a Copy struct), which \
-         would be meaningless there. Pass the data as an argument instead: trust.apply_with(|v, (a, b)| .., (a, b)) \
-         or gossamer::spawn_with(thread, |(a, b)| .., (a, b)); it is serialized and rebuilt in the other process"
+        "gossamer: the fn at {addr:#x}, given to cross into another process, is not code of this program's binary \
+         (it is in a shared library, whose place differs from process to process), so it cannot be named there; \
+         wrap it in a closure written in the program, e.g. trust.apply_with(|v, a| f(v, a), a)"
+    )
+}
+
+/// The `fn` pointer of type `P` at `offset` from this process's anchor.
+///
+/// # Safety
+/// `P` must be a `fn` pointer type, and `offset` must come from
+/// [`fn_offset`] of a `P` in a process running this binary.
+#[inline]
+pub(crate) unsafe fn fn_at<P: Copy>(offset: i64) -> P {
+    const { assert!(std::mem::size_of::<P>() == std::mem::size_of::<*const ()>()) };
+    let code = std::ptr::with_exposed_provenance::<()>((anchor as fn() as usize as i64).wrapping_add(offset) as usize);
+    // SAFETY: per the contract, a `P` is at this address (same binary, same
+    // offset from the anchor), and `P` is a pointer-sized `fn` pointer.
+    unsafe { std::mem::transmute_copy::<*const (), P>(&code) }
+}
+
+/// The capture rule at the process boundary: only code given as a `fn`
+/// crosses into another process; a generic closure is refused there, in the
+/// caller, before anything is serialized or queued.
+///
+/// A generic closure's captured environment cannot be proven process
+/// independent on stable Rust: its bytes may hold addresses (a `&'static
+/// str`, a `fn` pointer, a reference inside a `Copy` struct), and even a
+/// zero-sized capture may be a proof that something happened in *this*
+/// process (a library's "initialised" token) which would be conjured, false,
+/// in the other. The one proof the compiler gives is the coercion of a
+/// closure to a `fn` pointer, which only a closure that captures nothing
+/// passes; so the forms that cross (`apply_with`, `apply_with_then`,
+/// `try_apply_with_then`, `apply_with_async`, `launch_with`, `spawn_with`,
+/// `spawn_to`, `spawn_to_with`) take their code as a `fn`, and a capturing
+/// closure there is a compile error.
+#[cold]
+#[inline(never)]
+pub(crate) fn refuse_closure<F>(call: &str, thread: usize) -> ! {
+    let name = std::any::type_name::<F>();
+    let size = std::mem::size_of::<F>();
+    panic!(
+        "gossamer: the closure `{name}` ({size} bytes of captures) was given to `{call}`, and its trustee (thread \
+         {thread}) is in another process; only code given as a `fn` may cross processes. A generic closure may \
+         capture values that mean nothing there (an address, or a zero-sized proof that something happened in this \
+         process), and on stable Rust only the coercion to `fn` proves that a closure captures nothing. Write it \
+         in the `_with` form, whose code is a `fn` and whose data is an argument, serialized and rebuilt in the \
+         other process: trust.apply_with(|v, (a, b)| .., (a, b)), or trust.apply_with(|v, ()| .., ()) with no \
+         data (likewise apply_with_then, launch_with, gossamer::spawn_with(thread, |(a, b)| .., (a, b)))"
     )
 }
 

@@ -14,6 +14,23 @@
 //! one decoding of the one message it was made for, and only once there:
 //! every serialized trust is a clone in transit that at most one receiver
 //! owns. Outside them, serializing or deserializing a trust is an error.
+//!
+//! **A context belongs to one message, not to the thread.** The user's
+//! `Serialize` and `Deserialize` code runs inside it, and could try to
+//! suspend its fiber (`yield_now`, a blocking call) and let another fiber of
+//! the thread run — which would then find the context open, mix its own
+//! trusts into the other message, or close the contexts out of order and
+//! leave one open for user code to serialize a trust with `postcard` or
+//! `serde_json`. So
+//! * while a context is open the thread is in delegated context: nothing
+//!   suspends there (`yield_now` returns at once, a blocking call panics,
+//!   and that panic fails this message alone), so one message is encoded or
+//!   decoded from start to end before the thread runs anything else;
+//! * each context records the fiber that opened it, and a trust serialized
+//!   or deserialized by any other fiber is refused;
+//! * a guard closes the context (and ends the delegated context) when the
+//!   message is done, on unwind too, restoring exactly what was there
+//!   before.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,11 +44,21 @@ const NO_TRUST: u8 = 0;
 const WITH_TRUST: u8 = 1;
 const NONCE_BYTES: usize = 16;
 
+/// The fiber that opened a context: its worker's fiber index, `None` when
+/// not in a fiber (the worker loop, a thread outside the runtime).
+type Owner = Option<u32>;
+
+fn owner() -> Owner {
+    crate::runtime::context::current().map(|w| w.current_fiber())
+}
+
 struct Encoding {
+    owner: Owner,
     nonce: Option<Nonce>,
 }
 
 struct Decoding {
+    owner: Owner,
     nonce: Option<Nonce>,
     taken: Vec<u64>,
 }
@@ -70,10 +97,22 @@ fn fresh_nonce() -> Nonce {
     [salt(), (stamp << 40) ^ n]
 }
 
-/// Restores the previous context of its kind when dropped (also on unwind).
+/// One open context: restores the previous context of its kind when
+/// dropped (also on unwind), then lets the thread suspend again.
 struct Restore<T: 'static> {
     key: &'static std::thread::LocalKey<RefCell<Option<T>>>,
     prev: Option<T>,
+    _no_suspend: Option<crate::runtime::worker::DelegatedGuard<'static>>,
+}
+
+impl<T: 'static> Restore<T> {
+    /// Opens `ctx` on this thread, in delegated context (see the module
+    /// documentation).
+    fn open(key: &'static std::thread::LocalKey<RefCell<Option<T>>>, ctx: T) -> Self {
+        let no_suspend = crate::runtime::context::current().map(|w| w.enter_delegated());
+        let prev = key.with(|c| c.borrow_mut().replace(ctx));
+        Restore { key, prev, _no_suspend: no_suspend }
+    }
 }
 
 impl<T: 'static> Drop for Restore<T> {
@@ -84,10 +123,9 @@ impl<T: 'static> Drop for Restore<T> {
 }
 
 /// Runs `encode` (which appends the value's bytes to a buffer) inside an
-/// encoding context, then appends the trailer.
+/// encoding context for one message, then appends the trailer.
 pub(crate) fn encode(buf: Vec<u8>, encode: impl FnOnce(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
-    let prev = ENCODING.with(|c| c.borrow_mut().replace(Encoding { nonce: None }));
-    let restore = Restore { key: &ENCODING, prev };
+    let restore = Restore::open(&ENCODING, Encoding { owner: owner(), nonce: None });
     let mut out = encode(buf);
     let nonce = ENCODING.with(|c| c.borrow_mut().take().and_then(|e| e.nonce));
     drop(restore);
@@ -124,8 +162,7 @@ pub(crate) fn split(bytes: &[u8]) -> Result<(&[u8], Option<Nonce>), &'static str
 /// Runs `decode` on the value bytes of `bytes` inside a decoding context.
 pub(crate) fn decode<V>(bytes: &[u8], decode: impl FnOnce(&[u8]) -> V) -> Result<V, &'static str> {
     let (body, nonce) = split(bytes)?;
-    let prev = DECODING.with(|c| c.borrow_mut().replace(Decoding { nonce, taken: Vec::new() }));
-    let _restore = Restore { key: &DECODING, prev };
+    let _restore = Restore::open(&DECODING, Decoding { owner: owner(), nonce, taken: Vec::new() });
     Ok(decode(body))
 }
 
@@ -149,6 +186,8 @@ pub(crate) enum Refusal {
     NoTrustSent,
     /// This token was already turned into a trust in this message.
     Twice,
+    /// The open context belongs to a message of another fiber.
+    OtherFiber,
 }
 
 impl Refusal {
@@ -164,6 +203,10 @@ impl Refusal {
                 "the same Trust token was deserialized twice from one message; each serialized Trust is one clone \
                  in transit and becomes at most one Trust"
             }
+            Refusal::OtherFiber => {
+                "a Trust was serialized or deserialized by another fiber than the one whose message is being \
+                 encoded or decoded on this thread; a Trust crosses only inside its own message"
+            }
         }
     }
 }
@@ -173,6 +216,7 @@ impl Refusal {
 pub(crate) fn encoding_nonce() -> Result<Nonce, Refusal> {
     ENCODING.with(|c| match c.borrow_mut().as_mut() {
         None => Err(Refusal::Outside),
+        Some(e) if e.owner != owner() => Err(Refusal::OtherFiber),
         Some(e) => Ok(*e.nonce.get_or_insert_with(fresh_nonce)),
     })
 }
@@ -181,6 +225,7 @@ pub(crate) fn encoding_nonce() -> Result<Nonce, Refusal> {
 pub(crate) fn decoding_nonce() -> Result<Nonce, Refusal> {
     DECODING.with(|c| match c.borrow().as_ref() {
         None => Err(Refusal::Outside),
+        Some(d) if d.owner != owner() => Err(Refusal::OtherFiber),
         Some(d) => d.nonce.ok_or(Refusal::NoTrustSent),
     })
 }
@@ -190,6 +235,7 @@ pub(crate) fn decoding_nonce() -> Result<Nonce, Refusal> {
 pub(crate) fn take_token(id: u64) -> Result<(), Refusal> {
     DECODING.with(|c| match c.borrow_mut().as_mut() {
         None => Err(Refusal::Outside),
+        Some(d) if d.owner != owner() => Err(Refusal::OtherFiber),
         Some(d) if d.taken.contains(&id) => Err(Refusal::Twice),
         Some(d) => {
             d.taken.push(id);

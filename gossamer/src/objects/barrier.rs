@@ -223,10 +223,10 @@ impl Barrier {
         // participants has run before we arrive.
         for (i, &t) in inner.threads.iter().enumerate() {
             if t != w.index && w.has_outstanding(t) {
-                inner.gates[i].apply(|_| ());
+                inner.gates[i].apply_with(|_, ()| (), ());
             }
         }
-        inner.coordinator.apply_then(|c| c.arrive(), |()| {});
+        inner.coordinator.apply_with_then(|c, ()| c.arrive(), (), |()| {});
         loop {
             // The gate is on this thread (local shortcut): nothing suspends
             // between setting `asleep` and the suspension below.

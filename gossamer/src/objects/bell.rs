@@ -38,7 +38,7 @@ pub(crate) fn new_bell() -> Trust<Bell> {
 
 /// Rings `bell` from anywhere (delegated context included), without waiting.
 pub(crate) fn ring(bell: &Trust<Bell>) {
-    bell.apply_then(|b| b.ring(), |()| {});
+    bell.apply_with_then(|b, ()| b.ring(), (), |()| {});
 }
 
 /// Suspends the calling fiber until `bell` (on this thread) has rung more

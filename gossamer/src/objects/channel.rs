@@ -134,9 +134,9 @@ impl<T: Transferable> Drop for Side<T> {
         // At shutdown the runtime drops what is left by itself.
         if context::current().is_some_and(|w| !w.cleaning.get()) {
             if self.senders {
-                q.apply_then(|q| q.close_senders(), |()| {});
+                q.apply_with_then(|q, ()| q.close_senders(), (), |()| {});
             } else {
-                q.apply_then(|q| q.close_receivers(), |()| {});
+                q.apply_with_then(|q, ()| q.close_receivers(), (), |()| {});
             }
         }
     }
@@ -326,7 +326,7 @@ impl<T: Transferable> Sender<T> {
 
 /// Receives from `queue`, suspending while it is empty.
 fn recv<T: Transferable>(queue: &Trust<Queue<T>>) -> Result<T, RecvError> {
-    match queue.apply(|q| q.pop(None)) {
+    match queue.apply_with(|q, ()| q.pop(None), ()) {
         Pop::Item(v) => return Ok(v),
         Pop::Closed => return Err(RecvError),
         Pop::Empty => {}
@@ -344,7 +344,7 @@ fn recv<T: Transferable>(queue: &Trust<Queue<T>>) -> Result<T, RecvError> {
 }
 
 fn try_recv<T: Transferable>(queue: &Trust<Queue<T>>) -> Result<T, TryRecvError> {
-    match queue.apply(|q| q.pop(None)) {
+    match queue.apply_with(|q, ()| q.pop(None), ()) {
         Pop::Item(v) => Ok(v),
         Pop::Closed => Err(TryRecvError::Disconnected),
         Pop::Empty => Err(TryRecvError::Empty),

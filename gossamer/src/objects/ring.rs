@@ -203,7 +203,7 @@ impl<M: Transferable + Clone> Drop for RingWriter<M> {
     fn drop(&mut self) {
         if context::current().is_some_and(|w| !w.cleaning.get()) {
             for inbox in &self.inboxes {
-                inbox.apply_then(|ib| ib.close(), |()| {});
+                inbox.apply_with_then(|ib, ()| ib.close(), (), |()| {});
             }
         }
     }

@@ -118,7 +118,7 @@ where
         }
         // The home's `Arc` itself within its process; serialized (its value,
         // once) from another.
-        let fetched: Arc<T> = self.home.apply(|h| h.value.clone());
+        let fetched: Arc<T> = self.home.apply_with(|h, ()| h.value.clone(), ());
         let mut table = REPLICAS.lock().unwrap_or_else(|e| e.into_inner());
         // Another thread of this process may have fetched it meanwhile:
         // keep one replica per process.

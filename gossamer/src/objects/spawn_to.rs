@@ -2,16 +2,16 @@
 //! that the fiber's `apply` calls on it take the local shortcut (run
 //! directly, no message), wherever in the program that thread is.
 
-use crate::{spawn_with, Delegable, JoinHandle, Transferable, Trust};
+use crate::{spawn_with, JoinHandle, Transferable, Trust};
 
 /// Starts `f` as a fiber on the thread that owns `trust`'s property, giving
 /// it a clone of the trust, and returns a handle to its result.
 ///
 /// Inside the fiber, [`Trust::is_local`] holds and every `apply` on the
 /// trust runs directly on its property. The trustee may be in another
-/// process: then `f`, like any closure that crosses processes, must capture
-/// nothing (data goes through [`spawn_to_with`]), and the trust travels as
-/// a token (see [`spawn_with`]).
+/// process: as for [`spawn_with`], `f` is a `fn` (a closure that captures
+/// nothing; data goes through [`spawn_to_with`]), and the trust travels as
+/// a token.
 ///
 /// ```
 /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
@@ -29,13 +29,10 @@ use crate::{spawn_with, Delegable, JoinHandle, Transferable, Trust};
 /// ```
 ///
 /// # Panics
-/// Outside the runtime's threads; if `f` captures anything and the trustee
-/// is in another process.
-pub fn spawn_to<T, F, R>(trust: &Trust<T>, f: F) -> JoinHandle<R>
+/// Outside the runtime's threads.
+pub fn spawn_to<T, R>(trust: &Trust<T>, f: fn(Trust<T>) -> R) -> JoinHandle<R>
 where
     T: Send + 'static,
-    F: FnOnce(Trust<T>) -> R,
-    F: Delegable, // captures plain values only (nothing across processes): pass data through spawn_to_with
     R: Transferable,
 {
     spawn_with(trust.trustee().index(), f, trust.clone())
@@ -60,11 +57,9 @@ where
 ///
 /// # Panics
 /// As [`spawn_to`].
-pub fn spawn_to_with<T, F, A, R>(trust: &Trust<T>, f: F, arg: A) -> JoinHandle<R>
+pub fn spawn_to_with<T, A, R>(trust: &Trust<T>, f: fn((Trust<T>, A)) -> R, arg: A) -> JoinHandle<R>
 where
     T: Send + 'static,
-    F: FnOnce((Trust<T>, A)) -> R,
-    F: Delegable, // captures plain values only (nothing across processes): pass data through the argument
     A: Transferable,
     R: Transferable,
 {

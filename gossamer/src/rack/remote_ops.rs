@@ -13,7 +13,7 @@ use crate::runtime::context;
 use crate::runtime::worker::{Completion, Worker};
 use crate::runtime::JoinHandle;
 use crate::trust::property::{self, PropertyCell};
-use crate::trust::{Delegable, Transferable, Trust, TrusteeRef, Waiter};
+use crate::trust::{Transferable, Trust, TrusteeRef, Waiter};
 
 fn worker() -> &'static Worker {
     context::current().expect("gossamer: this call must be made on a thread of the runtime")
@@ -34,17 +34,23 @@ unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const
 /// Starts `f(arg)` as a fiber on thread `thread` of any process of the
 /// program, and returns a handle to its result.
 ///
-/// `f` follows the capture rule of delegated closures (plain values only,
-/// see [`Delegable`]); everything else, trusts included, goes in `arg`,
-/// which is moved within a process and serialized to another. The result
-/// travels back the same way.
+/// * **The code is a `fn`**: a closure that captures nothing (it coerces
+///   to `fn(A) -> R`; one that captures is a compile error). Only code given
+///   as a `fn` crosses processes: it travels as its offset in the binary,
+///   while a generic closure's captures cannot be proven to mean the same
+///   in another process (see [`Delegable`](crate::Delegable)).
+/// * **Data goes in `arg`**, trusts included: moved within a process,
+///   copied into another — serialized here, the original dropped here right
+///   after, and a copy rebuilt there. A type whose `Drop` has effects beyond
+///   its own memory sees one drop in each process, as for a clone: send
+///   plain data, and keep such resources in a property, sending a
+///   [`Trust`] (which crosses as a true move). The result comes back the
+///   same way.
 ///
 /// # Panics
 /// Outside the runtime's threads, or if there is no such thread.
-pub fn spawn_with<F, A, R>(thread: usize, f: F, arg: A) -> JoinHandle<R>
+pub fn spawn_with<A, R>(thread: usize, f: fn(A) -> R, arg: A) -> JoinHandle<R>
 where
-    F: FnOnce(A) -> R,
-    F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through the argument
     A: Transferable, // serialized across processes: must own its data, no reference or pointer
     R: Transferable, // serialized across processes: must own its data, no reference or pointer
 {
@@ -53,34 +59,31 @@ where
     if w.shared.is_local(thread) {
         return crate::spawn_on(thread, move || f(arg));
     }
-    // Refused before the join state exists or anything is serialized.
-    crate::channel::remote::check_crossing::<F>(thread);
     let (handle, state) = crate::runtime::join::remote_pair::<R>();
     with_serialized(&arg, |bytes| {
-        w.enqueue_remote(
+        w.enqueue_remote_fn(
             thread,
-            spawn_shim::<F, A, R>,
+            spawn_shim::<A, R>,
             state.cast_mut().cast(),
-            f,
+            f as usize,
             Some(bytes),
             Completion { run: complete_ignore, data: ptr::null() },
         )
     });
+    // Sent as a copy: the original ends here (see above).
+    drop(arg);
     handle
 }
 
 /// On the target thread: starts the fiber; when it ends, sends the result
 /// back to the spawning thread.
-unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Transferable>(
-    state: *mut u8,
-    env: *mut u8,
-    out: &mut Responder<'_>,
-) {
+unsafe fn spawn_shim<A: Transferable, R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     let origin = out.remote().expect("remote spawn from a local client").client;
-    // SAFETY: encoded by `spawn_with` for these types.
-    let (f, arg): (F, Result<A, String>) = unsafe {
-        let f = take_value::<F>(env as *const Word);
-        let tail = (env as *const Word).add(value_words::<F>());
+    // SAFETY: encoded by `spawn_with` for these types: the offset of a
+    // `fn(A) -> R` of this binary, then the serialized argument.
+    let (f, arg): (fn(A) -> R, Result<A, String>) = unsafe {
+        let f = crate::channel::remote::fn_at(take_value::<i64>(env as *const Word));
+        let tail = (env as *const Word).add(value_words::<i64>());
         (f, tail_bytes(tail, out).and_then(try_deserialize))
     };
     let state = crate::trust::SendPtr(state);
@@ -91,7 +94,7 @@ unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Tra
             arg.and_then(|arg| catch_unwind(AssertUnwindSafe(|| f(arg))).map_err(|p| crate::error::panic_message(&*p)));
         let w = worker();
         let send = |bytes: &[u8]| {
-            w.enqueue_remote(
+            w.encode_remote(
                 origin,
                 join_shim::<R>,
                 state.0,
@@ -103,6 +106,11 @@ unsafe fn spawn_shim<F: FnOnce(A) -> R + Send + 'static, A: Transferable, R: Tra
         // A result that cannot travel still completes the join, with why.
         if let Err(m) = try_with_serialized(&r, send) {
             with_serialized(&Err::<R, String>(m), send);
+        }
+        // Sent as a copy: the original ends here; a panic of its `Drop`
+        // comes after the join was answered, so it is reported.
+        if let Some(p) = crate::channel::remote::drop_original(r) {
+            w.report_panic("drop of a result sent to another process", p);
         }
     };
     worker().spawn_boxed(Box::new(body));
@@ -120,10 +128,16 @@ unsafe fn join_shim<R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Res
 }
 
 /// Entrusts `value` to thread `thread` of any process of the program and
-/// returns the first trust to it. To another process the value travels
-/// serialized, and this call waits for the trustee's answer (so it may not
-/// be made in delegated context); within this process it is
-/// [`TrusteeRef::entrust`].
+/// returns the first trust to it. Within this process it is
+/// [`TrusteeRef::entrust`]: the value moves. To another process the value
+/// is copied: serialized here, the original dropped here right after, and
+/// the property is a copy rebuilt there by serde (dropped there, after its
+/// last trust). A type whose `Drop` has effects beyond its own memory (a
+/// file, a counter, a connection) thus sees one drop in each process, as
+/// for a clone: entrust plain data to another process, or make such a
+/// resource there (`spawn_with(thread, |()| local_trustee().entrust(..),
+/// ())`). This call waits for the trustee's answer, so it may not be made
+/// in delegated context.
 ///
 /// # Panics
 /// Outside the runtime's threads, or if there is no such thread.
@@ -137,11 +151,20 @@ pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
     let id = w.new_id();
     let wait = Waiter::<u64>::new(w.current_fiber());
     let c = Completion { run: complete_wake::<u64>, data: wait.as_data() };
-    with_serialized(&(id, value), |bytes| {
-        w.enqueue_remote(thread, entrust_shim::<T>, ptr::null_mut(), (), Some(bytes), c)
-    });
+    let sent = (id, value);
+    with_serialized(&sent, |bytes| w.encode_remote(thread, entrust_shim::<T>, ptr::null_mut(), (), Some(bytes), c));
+    // Sent as a copy: the original ends here (see above), before the wait;
+    // a panic of its `Drop` is the caller's, once the trustee has answered
+    // (the answer completes `wait`, on this fiber's stack).
+    let dropped = crate::channel::remote::drop_original(sent);
     let addr = wait.wait();
-    Trust::from_parts(ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr as usize), thread, w.shared.id, id)
+    let trust =
+        Trust::from_parts(ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr as usize), thread, w.shared.id, id);
+    if let Some(p) = dropped {
+        drop(trust);
+        std::panic::resume_unwind(p);
+    }
+    trust
 }
 
 /// On the trustee: makes the property and answers its address.

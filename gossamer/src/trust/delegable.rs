@@ -14,19 +14,34 @@
 ///   a `Trust`) is not `Copy`. Each fails to compile with an error pointing
 ///   at the call's `F: Delegable` bound. `&'static` data and `fn` pointers pass, and are
 ///   sound here: they are valid in every thread of the process.
-/// * **Into another process** no byte of the closure travels: its code is
-///   named by offset, and it must capture nothing at all (be zero-sized). A
-///   closure that captures anything is refused in the caller, before any
-///   byte is sent, with a panic that names this rule and the fix. The reason:
-///   on stable Rust no bound can tell a captured `u64` from a captured
-///   `&'static str`, a `fn` pointer or a `Copy` struct holding a reference,
-///   and those are addresses that mean nothing, or something else, in
-///   another address space. Data goes instead as the argument of
-///   [`apply_with`](crate::Trust::apply_with) (or
-///   [`spawn_with`](crate::spawn_with)), a [`Transferable`] type that serde
-///   writes in the sender and rebuilds in the receiver: `&'static str`, `fn`
-///   pointers and raw pointers are not `Transferable`, so they are compile
-///   errors there. Results cross the same way.
+/// * **Into another process** only code given as a `fn` travels, as its
+///   offset in the binary; no byte of a closure does. A generic closure
+///   (what `apply`, `apply_then`, `try_apply_then`, `apply_async`, `launch`
+///   and `launch_then` take) is refused for a trustee in another process,
+///   in the caller, before any byte is sent, with a panic that names this
+///   rule and the fix — whatever it captures, even nothing. The reason: on
+///   stable Rust no bound can see what a closure captured. A captured `u64`
+///   looks like a captured `&'static str`, `fn` pointer or `Copy` struct
+///   holding a reference, which are addresses that mean nothing, or
+///   something else, in another address space; and a closure that captures
+///   a zero-sized `Copy + Send` value (a library's proof that its
+///   initialisation ran in *this* process, say) is zero-sized like one that
+///   captures nothing, yet would conjure that proof, false, over there. The
+///   one proof the compiler gives is the coercion of a closure to a `fn`
+///   pointer, which only a closure that captures nothing passes (else error
+///   E0308, "closures can only be coerced to `fn` types if they do not
+///   capture any variables"). So the forms that may cross take their code
+///   as a `fn` and their data as an argument:
+///   [`apply_with`](crate::Trust::apply_with) (and `apply_with_then`,
+///   `try_apply_with_then`, `apply_with_async`), `launch_with`,
+///   `launch_with_then`, [`spawn_with`](crate::spawn_with),
+///   [`spawn_to`](crate::spawn_to) and `spawn_to_with`. (A `fn` of a shared
+///   library, whose place differs between processes, is refused in the
+///   caller: wrap it in a closure, which is code of the program.) The
+///   argument is a [`Transferable`] type that serde writes in the sender and
+///   rebuilds in the receiver (a copy: see [`Transferable`]); `&'static
+///   str`, `fn` pointers and raw pointers are not `Transferable`, so they
+///   are compile errors there. Results cross the same way.
 ///
 /// Trusts travel as `Transferable` values too: a serialized trust is an
 /// authenticated, single-use token for a clone in transit (see
@@ -36,18 +51,19 @@
 /// The `nightly` feature replaces `Copy` with the thesis's auto trait
 /// `NoRef`, which rejects every captured reference and raw pointer at
 /// compile time (`'static` or not) and accepts captured trusts. `NoRef`
-/// cannot see `fn` pointers (auto traits hold for them), so the process
-/// boundary keeps the same rule under `nightly`: a closure that crosses
-/// captures nothing. Everything either rule accepts is sound.
+/// cannot see `fn` pointers or zero-sized proofs (auto traits hold for
+/// them), so the process boundary keeps the same rule under `nightly`: only
+/// a `fn` crosses. Everything either rule accepts is sound.
 ///
 /// ```
 /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
-/// // Works wherever the trustee is: the closure captures nothing, the data
-/// // is an argument.
+/// // Works wherever the trustee is: the code is a `fn` (a closure that
+/// // captures nothing), the data is an argument.
 /// let counter = gossamer::entrust_on(1, 0u64);
 /// let (step, label) = (5u64, String::from("five"));
 /// let n = counter.apply_with(|c, (step, label): (u64, String)| { *c += step + label.len() as u64; *c }, (step, label));
 /// assert_eq!(n, 9);
+/// assert_eq!(counter.apply_with(|c, ()| *c, ()), 9);
 /// // Captures `step`: fine within this process, refused (a panic in this
 /// // caller) if thread 1 were in another process.
 /// counter.apply(move |c| *c += step);
@@ -56,15 +72,26 @@
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be delegated to a trustee: it captures a reference, a raw pointer or other data that cannot leave this thread",
     label = "captures a reference or raw pointer",
-    note = "delegated closures must own their captures; pass borrowed or heap data by value through `apply_with` (it is serialized across processes, where closures capture nothing)"
+    note = "delegated closures must own their captures; pass borrowed or heap data by value through `apply_with` (whose code is a `fn`: the form that also crosses processes)"
 )]
 pub trait Delegable: Send + 'static {}
 
 #[cfg(not(feature = "nightly"))]
 impl<F: Send + Copy + 'static> Delegable for F {} // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
 
-/// Values that cross the channel as arguments (`apply_with`) or results:
-/// moved as they are within a process, serialized between processes.
+/// Values that cross the channel as arguments (`apply_with`, `launch_with`,
+/// `spawn_with`), entrusted values (`entrust_on`) and results: moved as they
+/// are within a process, **copied** into another.
+///
+/// Into another process a value is serialized, the original is dropped in
+/// the sender right after (before the call waits for the other side), and
+/// the receiver gets a copy that serde rebuilds. A type whose `Drop` has
+/// effects beyond its own memory (a file, a counter, a connection) thus sees
+/// one drop in each process, as a clone would: send plain data, and keep
+/// such a resource in a property made in its own process, sending a
+/// [`Trust`](crate::Trust) to it. A trust crosses as a true move: the copy
+/// owns a clone in transit, and dropping the original releases only the
+/// original's own share.
 ///
 /// Between processes, `Vec<u8>`, `String` and `Box<[u8]>` (as the whole
 /// argument or result) cross as their own bytes: copied once into the

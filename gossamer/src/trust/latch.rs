@@ -13,10 +13,12 @@
 //! that borrow. The launched fiber holds a trust of its own, so the
 //! property outlives it whatever the caller does with its trusts.
 //!
-//! A launch on a trustee in another process starts a fiber there (as
-//! `spawn_with` does) that launches the closure on the trust, now local to
-//! it; the closure crosses as its type alone, so it must capture nothing,
-//! the rule of every closure that crosses processes.
+//! A launch on a trustee in another process (`launch_with`,
+//! `launch_with_then`) starts a fiber there (as `spawn_with` does) that
+//! launches the code on the trust, now local to it; the code is a `fn`,
+//! which crosses as its offset in the binary, the rule of all code that
+//! crosses processes. The generic `launch` and `launch_then` are for
+//! trustees in this process.
 
 use std::cell::{Cell, UnsafeCell};
 use std::collections::VecDeque;
@@ -138,44 +140,18 @@ impl<T> Drop for LatchGuard<'_, T> {
     }
 }
 
-/// A zero-sized closure type's one value.
-///
-/// # Safety
-/// `F` must be zero-sized and a closure (or function item) type: such a
-/// type has exactly one value, which reading from any aligned, non-null
-/// address yields without reading a byte.
-unsafe fn conjure<F>() -> F {
-    assert_eq!(std::mem::size_of::<F>(), 0, "gossamer: a launched closure crossed with captures");
-    // SAFETY: per the contract; a dangling pointer is aligned and non-null.
-    unsafe { std::ptr::read(std::ptr::NonNull::<F>::dangling().as_ptr()) }
-}
-
-/// On the trustee's thread in another process: `launch` of the closure
-/// whose type alone crossed, on the trust that came with the request.
-fn far_launch<T, F, U>((trust, ()): (Trust<Latch<T>>, ())) -> U
+/// On the trustee's thread in another process: `launch_with` of the `fn`
+/// whose offset crossed, on the trust that came with the request.
+fn far_launch_with<T, V, U>((trust, code, v): (Trust<Latch<T>>, i64, V)) -> U
 where
     T: Send + 'static,
-    F: FnOnce(&mut T) -> U,
-    F: Delegable,
-    U: Transferable,
-{
-    // SAFETY: `launch_far` checked that `F` is zero-sized before sending and
-    // forgot the caller's value; `F` is the closure type of `launch`.
-    let f: F = unsafe { conjure() };
-    trust.launch(f)
-}
-
-/// As [`far_launch`], for `launch_with`.
-fn far_launch_with<T, F, V, U>((trust, v): (Trust<Latch<T>>, V)) -> U
-where
-    T: Send + 'static,
-    F: FnOnce(&mut T, V) -> U,
-    F: Delegable,
     V: Transferable,
     U: Transferable,
 {
-    // SAFETY: as in `far_launch`.
-    let f: F = unsafe { conjure() };
+    // SAFETY: `code` is the offset `launch_with` took of a
+    // `fn(&mut T, V) -> U` of this binary (`far_launch_with` is private, so
+    // no other sender names it).
+    let f: fn(&mut T, V) -> U = unsafe { crate::channel::remote::fn_at(code) };
     trust.launch_with(f, v)
 }
 
@@ -230,9 +206,13 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// Starts a fiber on the trustee's thread that takes the latch and runs
     /// `f` (§2.4.3). Unlike [`apply`](Trust::apply), `f` may block: call
     /// `apply` on other trusts, take other latches, join fibers. The caller
-    /// waits for the result as with `apply`. The trustee may be in another
-    /// process; there, as for `apply`, `f` must capture nothing (pass data
-    /// through [`launch_with`](Trust::launch_with)).
+    /// waits for the result as with `apply`.
+    ///
+    /// As for `apply`, `f` may capture plain values, so it runs only on a
+    /// trustee in this process: where the trustee may be in another
+    /// process, write [`launch_with`](Trust::launch_with), whose code is a
+    /// `fn` (`latch.launch_with(|v, ()| .., ())`). A generic closure for a
+    /// trustee in another process panics here, before anything is sent.
     pub fn launch<F, U>(&self, f: F) -> U
     where
         F: FnOnce(&mut T) -> U,
@@ -243,9 +223,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
         if !w.shared.is_local(self.trustee as usize) {
-            let handle = self.launch_far(f, (), far_launch::<T, F, U>);
-            let _waiting = self.waiting(w);
-            return far_result(handle.join());
+            crate::channel::remote::refuse_closure::<F>("launch", self.trustee as usize);
         }
         let wait = Waiter::<U>::new(w.current_fiber());
         let reply = ReplyTo { worker: w.index, target: wait.as_data() };
@@ -255,11 +233,14 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     }
 
     /// Like [`launch`](Trust::launch), with an argument passed by value, for
-    /// data the closure may not capture (trusts to use inside, heap data).
-    pub fn launch_with<F, V, U>(&self, f: F, v: V) -> U
+    /// data the closure may not capture (trusts to use inside, heap data),
+    /// and the form that works wherever the trustee is: as for
+    /// [`apply_with`](Trust::apply_with), the code is a `fn` (a closure that
+    /// captures nothing), and the argument moves within a process and is
+    /// copied into another (serialized; the original is dropped here once
+    /// sent).
+    pub fn launch_with<V, U>(&self, f: fn(&mut T, V) -> U, v: V) -> U
     where
-        F: FnOnce(&mut T, V) -> U,
-        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
@@ -267,7 +248,9 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
         if !w.shared.is_local(self.trustee as usize) {
-            let handle = self.launch_far(f, v, far_launch_with::<T, F, V, U>);
+            let code = crate::channel::remote::fn_offset(f as usize);
+            let handle =
+                crate::rack::spawn_with(self.trustee as usize, far_launch_with::<T, V, U>, (self.clone(), code, v));
             let _waiting = self.waiting(w);
             return far_result(handle.join());
         }
@@ -279,7 +262,8 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     }
 
     /// The non-blocking form of [`launch`](Trust::launch): `then` runs on
-    /// this thread with the result. Allowed in delegated context.
+    /// this thread with the result. Allowed in delegated context. Like
+    /// `launch`, for a trustee in this process only.
     pub fn launch_then<F, U, G>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U,
@@ -290,9 +274,30 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let w = context::current().expect("gossamer: launch_then must be called from the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         if !w.shared.is_local(self.trustee as usize) {
+            crate::channel::remote::refuse_closure::<F>("launch_then", self.trustee as usize);
+        }
+        let target: *const () = Box::into_raw(Box::new(then)).cast_const().cast();
+        self.start(w, f, ReplyTo { worker: w.index, target }, finish_then::<U, G>);
+    }
+
+    /// The non-blocking form of [`launch_with`](Trust::launch_with), under
+    /// its rules (code as a `fn`, the argument copied into another process):
+    /// `then` runs on this thread with the result. Allowed in delegated
+    /// context.
+    pub fn launch_with_then<V, U, G>(&self, f: fn(&mut T, V) -> U, v: V, then: G)
+    where
+        V: Transferable, // serialized across processes: must own its data, no reference or pointer
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+        G: FnOnce(U) + 'static,
+    {
+        let w = context::current().expect("gossamer: launch_with_then must be called from the runtime");
+        assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
+        if !w.shared.is_local(self.trustee as usize) {
             // The request leaves now; a fiber of this thread waits for the
             // result and runs `then` with it, as the reply would here.
-            let handle = self.launch_far(f, (), far_launch::<T, F, U>);
+            let code = crate::channel::remote::fn_offset(f as usize);
+            let handle =
+                crate::rack::spawn_with(self.trustee as usize, far_launch_with::<T, V, U>, (self.clone(), code, v));
             w.spawn_boxed(Box::new(move || match handle.join() {
                 Ok(u) => then(u),
                 Err(p) => {
@@ -304,27 +309,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             return;
         }
         let target: *const () = Box::into_raw(Box::new(then)).cast_const().cast();
-        self.start(w, f, ReplyTo { worker: w.index, target }, finish_then::<U, G>);
-    }
-
-    /// A launch on a trustee in another process: a fiber started there (by
-    /// [`spawn_with`](crate::spawn_with)) runs `far`, which launches the
-    /// closure on the trust, local to it, and the result comes back as that
-    /// fiber's. The closure must capture nothing (the capture rule at the
-    /// process boundary, checked here before anything is sent): it crosses
-    /// as its type alone, and `far` makes it again on the other side.
-    fn launch_far<F, A, U, R>(&self, f: F, arg: A, far: R) -> crate::JoinHandle<U>
-    where
-        F: Send + 'static,
-        A: Transferable,
-        U: Transferable,
-        R: FnOnce((Trust<Latch<T>>, A)) -> U,
-        R: Delegable,
-    {
-        crate::channel::remote::check_crossing::<F>(self.trustee as usize);
-        // Zero-sized (just checked): forgetting it loses nothing.
-        std::mem::forget(f);
-        crate::rack::spawn_with(self.trustee as usize, far, (self.clone(), arg))
+        self.start(w, move |t| f(t, v), ReplyTo { worker: w.index, target }, finish_then::<U, G>);
     }
 
     /// Records (if tracking) that the running fiber waits for a launch here.

@@ -270,25 +270,21 @@ unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
     }
 }
 
-/// Runs closure `F` with an argument `V` that came serialized from another
-/// process (see `apply_with`).
-unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferable>(
-    prop: *mut u8,
-    env: *mut u8,
-    out: &mut Responder<'_>,
-) {
-    // SAFETY: encoded by `apply_with` for these types: `F`'s bytes (none:
-    // the capture rule at the process boundary), then the tail with `V`
-    // serialized; `prop` is a live `PropertyCell<T>` of this trustee.
-    let (f, bytes): (F, Result<&[u8], String>) = unsafe {
-        let f = take_value::<F>(env as *const Word);
-        let tail = (env as *const Word).add(crate::channel::record::value_words::<F>());
-        (f, crate::channel::record::tail_bytes(tail, out))
+/// Runs the `fn` named by the request with an argument `V` that came
+/// serialized from another process (see `apply_with`).
+unsafe fn with_shim<T, V: Transferable, U: Transferable>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+    // SAFETY: encoded by `apply_with` for these types: the offset of a
+    // `fn(&mut T, V) -> U` of this binary, then the tail with `V`
+    // serialized.
+    let f: fn(&mut T, V) -> U = unsafe { crate::channel::remote::fn_at(take_value::<i64>(env as *const Word)) };
+    // SAFETY: as above; the tail follows the offset word.
+    let bytes = unsafe {
+        let tail = (env as *const Word).add(crate::channel::record::value_words::<i64>());
+        crate::channel::record::tail_bytes(tail, out)
     };
     let cell = prop.cast::<PropertyCell<T>>();
     // SAFETY: as above.
     if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
-        drop(f);
         return out.put_remote::<U>(Err(Box::new(why)));
     }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
@@ -296,7 +292,8 @@ unsafe fn with_shim<T, F: FnOnce(&mut T, V) -> U, V: Transferable, U: Transferab
     // trustee's: it keeps serving.
     let r = catch_unwind(AssertUnwindSafe(|| {
         let v: V = crate::channel::remote::deserialize(bytes.unwrap_or_else(|m| panic!("{m}")));
-        // SAFETY: exclusive access on the trustee, as above.
+        // SAFETY: `prop` is a live `PropertyCell<T>` of this trustee, which
+        // runs one closure at a time: exclusive access.
         f(unsafe { &mut *(*cell).value.get() }, v)
     }));
     out.put_remote(r);
@@ -362,12 +359,18 @@ impl<T: Send + 'static> Trust<T> {
     /// joining a thread; the trustee keeps serving and the property stays
     /// as `f` left it (no poisoning).
     ///
+    /// `f` may capture plain values (see [`Delegable`]), so it runs only on
+    /// a trustee in this process. For a trustee that may be in another
+    /// process, write [`apply_with`](Trust::apply_with), whose code is a
+    /// `fn`: `trust.apply_with(|v, ()| .., ())`.
+    ///
     /// # Panics
     /// In delegated context (inside a delegated closure or a then-callback),
     /// where nothing may block: use [`apply_then`](Trust::apply_then), or
     /// [`launch`](Trust::launch) for the outer call. On a `Trust<Latch<T>>`
     /// while a launched closure holds or awaits its latch (the property is
-    /// lent: reach it with `launch`).
+    /// lent: reach it with `launch`). If the trustee is in another process,
+    /// before anything is sent (use `apply_with`).
     #[inline]
     pub fn apply<F, U>(&self, f: F) -> U
     where
@@ -415,7 +418,7 @@ impl<T: Send + 'static> Trust<T> {
                 }
                 let wait = Waiter::new(w.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
-                w.enqueue(self.trustee as usize, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
+                w.enqueue(self.trustee as usize, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, "apply");
                 wait.wait_transfer()
             }
             Ctx::Outside(s) => self.apply_outside(&s, f),
@@ -440,7 +443,7 @@ impl<T: Send + 'static> Trust<T> {
         }
         let wait = Waiter::new(w.current_fiber());
         let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
-        w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
+        w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, "apply");
         let waiting = crate::runtime::stuck::Waiting::begin_at(w, profile::WaitOn::Apply(t), ty, key, start);
         let u = wait.wait_transfer();
         drop(waiting);
@@ -504,6 +507,10 @@ impl<T: Send + 'static> Trust<T> {
     /// If `f` panics, `then` does not run; the panic is logged (`tracing`,
     /// error level) and counted in [`Runtime::stats`](crate::Runtime::stats).
     /// Use [`try_apply_then`](Trust::try_apply_then) to handle it yourself.
+    ///
+    /// # Panics
+    /// As [`apply`](Trust::apply), if the trustee is in another process:
+    /// there, use [`apply_with_then`](Trust::apply_with_then).
     #[inline]
     pub fn apply_then<F, U, G>(&self, f: F, then: G)
     where
@@ -562,7 +569,7 @@ impl<T: Send + 'static> Trust<T> {
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
                 // Queued first: a request refused at the process boundary
                 // leaves no callback behind.
-                w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c);
+                w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, "apply_then");
                 w.store_then(t, then);
             }
             Ctx::Outside(s) => {
@@ -576,10 +583,27 @@ impl<T: Send + 'static> Trust<T> {
     }
 
     /// Like [`apply`](Trust::apply), with an extra argument `w` passed to
-    /// the closure by value (§2.4.3.3). Use it for data a delegated closure
-    /// may not capture: strings, vectors, boxes, borrowed data (cloned).
-    /// Within one process the argument moves without copying; between
-    /// processes it travels serialized, hence the `serde` bounds.
+    /// the closure by value (§2.4.3.3), and the form to use wherever the
+    /// trustee may be in another process.
+    ///
+    /// * **The code is a `fn`**: a closure that captures nothing (it
+    ///   coerces to `fn(&mut T, V) -> U`; one that captures is a compile
+    ///   error, E0308). Data goes in `w`: strings, vectors, boxes, trusts,
+    ///   borrowed data (cloned); `()` when there is none. Only code given as
+    ///   a `fn` may cross processes: it travels as its offset in the binary,
+    ///   while a generic closure (as [`apply`](Trust::apply) takes) is
+    ///   refused there, because on stable Rust nothing proves what it
+    ///   captured means the same in another process (see
+    ///   [`Delegable`]).
+    /// * **The argument moves within a process and is copied into
+    ///   another**: there it is serialized, the original is dropped here
+    ///   right after (before this call waits), and the trustee gets a copy
+    ///   rebuilt by serde. A type whose `Drop` has effects beyond its own
+    ///   memory (a file, a counter, a connection) thus sees one drop in each
+    ///   process, as for a clone: send plain data, and keep such resources
+    ///   in a property, sending a [`Trust`] to it (a trust crosses as a true
+    ///   move: the copy owns a clone in transit, the original's drop
+    ///   releases its own).
     ///
     /// ```
     /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
@@ -587,14 +611,12 @@ impl<T: Send + 'static> Trust<T> {
     /// let table = gossamer::local_trustee().entrust(HashMap::new());
     /// let (k, v) = ("greeting".to_string(), "hello".to_string());
     /// table.apply_with(|t, (k, v)| t.insert(k, v), (k, v));
-    /// assert_eq!(table.apply(|t| t.len()), 1);
+    /// assert_eq!(table.apply_with(|t, ()| t.len(), ()), 1);
     /// # });
     /// ```
     #[inline]
-    pub fn apply_with<F, V, U>(&self, f: F, w: V) -> U
+    pub fn apply_with<V, U>(&self, f: fn(&mut T, V) -> U, w: V) -> U
     where
-        F: FnOnce(&mut T, V) -> U,
-        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
@@ -607,56 +629,61 @@ impl<T: Send + 'static> Trust<T> {
                 }
                 let wait = Waiter::new(cw.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
-                crate::channel::remote::check_crossing::<F>(self.trustee as usize);
                 crate::channel::remote::with_serialized(&w, |bytes| {
-                    cw.enqueue_remote(
+                    cw.enqueue_remote_fn(
                         self.trustee as usize,
-                        with_shim::<T, F, V, U>,
+                        with_shim::<T, V, U>,
                         self.cell.as_ptr().cast(),
-                        f,
+                        f as usize,
                         Some(bytes),
                         c,
                     )
                 });
-                let _waiting =
+                // Sent as a copy: the original ends here (see above); a panic
+                // of its `Drop` is the caller's, once the answer is in.
+                let dropped = crate::channel::remote::drop_original(w);
+                let waiting =
                     crate::runtime::stuck::Waiting::begin(cw, profile::WaitOn::Apply(self.trustee as usize), ty, key);
-                wait.wait_transfer()
+                let u = wait.wait_transfer();
+                drop(waiting);
+                if let Some(p) = dropped {
+                    drop(u);
+                    resume_unwind(p);
+                }
+                u
             }
             _ => self.apply_unchecked(move |t| f(t, w)),
         }
     }
 
-    /// The non-blocking form of [`apply_with`](Trust::apply_with).
+    /// The non-blocking form of [`apply_with`](Trust::apply_with), under
+    /// the same rules (code as a `fn`, the argument copied into another
+    /// process).
     #[inline]
-    pub fn apply_with_then<F, V, U, G>(&self, f: F, w: V, then: G)
+    pub fn apply_with_then<V, U, G>(&self, f: fn(&mut T, V) -> U, w: V, then: G)
     where
-        F: FnOnce(&mut T, V) -> U,
-        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(U) + 'static,
     {
-        self.with_then_impl::<F, V, U, G, PlainThen>(f, w, then)
+        self.with_then_impl::<V, U, G, PlainThen>(f, w, then)
     }
 
     /// Like [`apply_with_then`](Trust::apply_with_then), but `then` always
     /// runs, with `Err` if `f` panicked on the trustee.
     #[inline]
-    pub fn try_apply_with_then<F, V, U, G>(&self, f: F, w: V, then: G)
+    pub fn try_apply_with_then<V, U, G>(&self, f: fn(&mut T, V) -> U, w: V, then: G)
     where
-        F: FnOnce(&mut T, V) -> U,
-        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(Result<U, Panicked>) + 'static,
     {
-        self.with_then_impl::<F, V, U, G, TryThen>(f, w, then)
+        self.with_then_impl::<V, U, G, TryThen>(f, w, then)
     }
 
     #[inline]
-    fn with_then_impl<F, V, U, G, K>(&self, f: F, w: V, then: G)
+    fn with_then_impl<V, U, G, K>(&self, f: fn(&mut T, V) -> U, w: V, then: G)
     where
-        F: FnOnce(&mut T, V) -> U + Send + 'static,
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: 'static,
@@ -669,12 +696,13 @@ impl<T: Send + 'static> Trust<T> {
                     profile::counters::request(cw, self.cell.as_ptr() as usize, std::any::type_name::<T>(), t);
                 }
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
-                // Refused before anything is serialized or queued.
-                crate::channel::remote::check_crossing::<F>(t);
                 crate::channel::remote::with_serialized(&w, |bytes| {
-                    cw.enqueue_remote(t, with_shim::<T, F, V, U>, self.cell.as_ptr().cast(), f, Some(bytes), c)
+                    cw.enqueue_remote_fn(t, with_shim::<T, V, U>, self.cell.as_ptr().cast(), f as usize, Some(bytes), c)
                 });
                 cw.store_then(t, then);
+                // Sent as a copy: the original ends here (see `apply_with`),
+                // once the request and its callback are both in place.
+                drop(w);
             }
             _ => self.then_impl::<_, U, G, K>(move |t| f(t, w), then),
         }
@@ -721,7 +749,9 @@ impl<T: Send + 'static> Trust<T> {
     /// # Panics
     /// From outside the runtime, if it has shut down, or if the trustee is
     /// in another process (delegate from a fiber there, or use
-    /// [`Handle::spawn`](crate::Handle::spawn)).
+    /// [`Handle::spawn`](crate::Handle::spawn)); in a fiber, if the trustee
+    /// is in another process (use
+    /// [`apply_with_async`](Trust::apply_with_async), whose code is a `fn`).
     pub fn apply_async<F, U>(&self, f: F) -> ApplyFuture<U>
     where
         F: FnOnce(&mut T) -> U,
@@ -762,10 +792,8 @@ impl<T: Send + 'static> Trust<T> {
     ///
     /// # Panics
     /// As [`apply_async`](Trust::apply_async).
-    pub fn apply_with_async<F, V, U>(&self, f: F, w: V) -> ApplyFuture<U>
+    pub fn apply_with_async<V, U>(&self, f: fn(&mut T, V) -> U, w: V) -> ApplyFuture<U>
     where
-        F: FnOnce(&mut T, V) -> U,
-        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with_async`
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {

@@ -10,8 +10,10 @@
 //! at start-up, shared by the program's processes, never sent elsewhere) over
 //! those fields, the property type's `TypeId` and the nonce of the message
 //! the token travels in. A token is accepted only
-//! * while gossamer decodes a message it received (never from a user's own
-//!   `postcard::from_bytes` or `serde_json`: that is an error),
+//! * while gossamer decodes a message it received, in the fiber that
+//!   decodes it (never from a user's own `postcard::from_bytes` or
+//!   `serde_json`, nor from another fiber: that is an error; see
+//!   `channel::transfer` for why contexts belong to one message),
 //! * with a tag that checks out: a forged token, one from another program or
 //!   runtime, or one read as `Trust<U>` when it was written as `Trust<T>`
 //!   is an error,
@@ -76,6 +78,11 @@ impl<T: Send + 'static> Serialize for Trust<T> {
     /// out as a token bound to the message being encoded; whoever
     /// deserializes it from that message owns that clone.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() {
+            // Not gossamer's own format (postcard): a user's `serde_json`
+            // call, even from inside a message being encoded.
+            return Err(refuse::<S::Error>(transfer::Refusal::Outside.message()));
+        }
         let w = context::current()
             .filter(|w| w.shared.id == self.runtime)
             .ok_or_else(|| refuse::<S::Error>("a Trust can only be serialized on a thread of its own runtime"))?;
@@ -97,6 +104,9 @@ impl<'de, T: Send + 'static> Deserialize<'de> for Trust<T> {
     /// Takes ownership of the clone a token carries, after checking it (see
     /// the module documentation). Runs on a worker thread of the program.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        if d.is_human_readable() {
+            return Err(refuse_de::<D::Error>(transfer::Refusal::Outside.message()));
+        }
         let token = Token::deserialize(d)?;
         let w = context::current()
             .ok_or_else(|| refuse_de::<D::Error>("a Trust can only be deserialized on a thread of the runtime"))?;

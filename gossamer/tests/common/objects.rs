@@ -21,11 +21,11 @@ pub fn barrier_phases(phases: u64) {
                     let n = cs.len() as u64;
                     for phase in 1..=phases {
                         for c in &cs {
-                            c.apply_then(|v| *v += 1, |()| {});
+                            c.apply_with_then(|v, ()| *v += 1, (), |()| {});
                         }
                         assert_eq!(b.wait(), 2 * phase - 1);
                         for c in &cs {
-                            let v = c.apply(|v| *v);
+                            let v = c.apply_with(|v, ()| *v, ());
                             assert_eq!(v, phase * n, "a bump issued before the barrier was not done after it");
                         }
                         assert_eq!(b.wait(), 2 * phase);
@@ -39,7 +39,7 @@ pub fn barrier_phases(phases: u64) {
         f.join().unwrap();
     }
     for c in &counters {
-        assert_eq!(c.apply(|v| *v), phases * n as u64);
+        assert_eq!(c.apply_with(|v, ()| *v, ()), phases * n as u64);
     }
 }
 
@@ -214,7 +214,7 @@ pub fn spawn_to_everywhere() {
             gossamer::spawn_to(c, |c| {
                 assert!(c.is_local());
                 for _ in 0..1000 {
-                    c.apply(|v| *v += 1);
+                    c.apply_with(|v, ()| *v += 1, ());
                 }
                 (gossamer::current_thread().unwrap(), c.trustee().index())
             })
@@ -230,12 +230,12 @@ pub fn spawn_to_everywhere() {
             for a in add {
                 c.apply_with(|v, a| *v += a, a);
             }
-            c.apply(|v| *v)
+            c.apply_with(|v, ()| *v, ())
         },
         vec![1, 2, 3],
     );
     assert_eq!(with.join().unwrap(), 1006);
     for c in &counters[..n - 1] {
-        assert_eq!(c.apply(|v| *v), 1000);
+        assert_eq!(c.apply_with(|v, ()| *v, ()), 1000);
     }
 }

@@ -54,7 +54,7 @@ pub fn check_step(root: u32) -> PartResult {
         let range = layout.range(owner);
         if ids.len() * DENSE >= range.len() && !ids.is_empty() {
             // Most of that part: take all of it, and index it directly.
-            let tree = parts[owner].apply(|p| p.tree().clone());
+            let tree = parts[owner].apply_with(|p, ()| p.tree().clone(), ());
             remote.dense[owner] = Some((range.start, tree));
             continue;
         }
@@ -63,7 +63,7 @@ pub fn check_step(root: u32) -> PartResult {
             remote.sparse.extend(chunk.iter().copied().zip(got));
         }
     }
-    parts[t].apply_with(move |p, remote: Remote| p.check(root, remote), remote)
+    parts[t].apply_with(|p, (root, remote): (u32, Remote)| p.check(root, remote), (root, remote))
 }
 
 /// Another part is fetched whole when we need at least 1/DENSE of it.

@@ -38,7 +38,7 @@ pub mod search;
 
 use std::collections::HashSet;
 
-use gossamer::{Delegable, Transferable, Trust};
+use gossamer::{Transferable, Trust};
 
 pub use build::Source;
 pub use layout::Layout;
@@ -76,9 +76,8 @@ pub enum GraphError {
 ///
 /// # Panics
 /// If a fiber panicked (the panic is resumed here with its thread).
-pub fn on_all<F, A, R>(f: F, arg: A) -> Vec<R>
+pub fn on_all<A, R>(f: fn(A) -> R, arg: A) -> Vec<R>
 where
-    F: FnOnce(A) -> R + Delegable + Copy,
     A: Transferable + Clone,
     R: Transferable,
 {

@@ -146,14 +146,15 @@ impl Worker {
     // ----- client side ---------------------------------------------------
 
     /// Queues a request carrying a user's closure `f` for trustee `t`; `c`
-    /// runs when its response arrives. To another process, `f` must pass
-    /// the capture rule at the process boundary (checked here, before
-    /// anything is queued).
+    /// runs when its response arrives. A generic closure never crosses
+    /// processes (see `remote::refuse_closure`): to a trustee in another
+    /// process this panics in the caller, naming `call` and the `fn` form,
+    /// before anything is queued.
     #[inline]
-    pub(crate) fn enqueue<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion) {
+    pub(crate) fn enqueue<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion, call: &'static str) {
         debug_assert_ne!(t, self.index, "requests to oneself take the local shortcut");
         if !self.shared.is_local(t) {
-            return self.enqueue_remote(t, shim, prop, f, None, c);
+            remote::refuse_closure::<F>(call, t);
         }
         self.enqueue_local(t, shim, prop, f, c)
     }
@@ -167,27 +168,29 @@ impl Worker {
         lane.completions.push_back(c);
     }
 
-    /// Queues a request carrying a user's closure `f` for trustee `t` in
-    /// another process: code named by offset (or cache index), no closure
-    /// bytes (the capture rule at the process boundary, checked here), and
-    /// an optional tail of serialized bytes (inline, or later copied to the
-    /// bulk area).
-    pub(crate) fn enqueue_remote<F>(
+    /// Queues a request for trustee `t` in another process whose user code
+    /// is the `fn` at `code` (a `fn` pointer's address, which crosses as its
+    /// offset from the anchor: see `remote::fn_at`), with an optional tail
+    /// of serialized bytes. `shim` must read that offset as its environment.
+    pub(crate) fn enqueue_remote_fn(
         &self,
         t: usize,
         shim: Shim,
         prop: *mut u8,
-        f: F,
+        code: usize,
         tail: Option<&[u8]>,
         c: Completion,
     ) {
-        remote::check_crossing::<F>(t);
-        self.encode_remote(t, shim, prop, f, tail, c)
+        self.encode_remote(t, shim, prop, remote::fn_offset(code), tail, c)
     }
 
-    /// As `enqueue_remote`, for the runtime's own messages, whose closures
-    /// capture only data meaningful in the receiving process (a property's
-    /// address there, a trust id).
+    /// Queues a runtime message for trustee `t` in another process: code
+    /// named by offset (or cache index), the environment `f` copied as it
+    /// is, and an optional tail of serialized bytes (inline, or later copied
+    /// to the bulk area). Only for the runtime's own messages, whose
+    /// environments hold only data meaningful in the receiving process (a
+    /// property's address there, a trust id, a `fn` offset): never a user's
+    /// closure.
     pub(crate) fn encode_remote<F>(
         &self,
         t: usize,
