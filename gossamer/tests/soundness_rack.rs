@@ -63,7 +63,7 @@ fn plain_threads() {
         panic!("the plain thread gives up while holding a trust");
     }));
     assert!(r.is_err(), "the plain thread's own panic comes back");
-    assert_eq!(t.apply(|c| c.0), 5, "the property is intact");
+    assert_eq!(t.apply_with(|c, ()| c.0, ()), 5, "the property is intact");
     assert_eq!(drops_on_rank1(), 0, "dropped while a trust remained");
     // The last trust goes on a plain thread too: the property is dropped once.
     let r = join_plain(std::thread::spawn(move || drop(t)));
@@ -82,9 +82,9 @@ fn plain_threads() {
 fn many_small() {
     let t = gossamer::entrust_on(2, 0u64);
     for _ in 0..300 {
-        t.apply_then(|v| *v += 1, |_| {});
+        t.apply_with_then(|v, ()| *v += 1, (), |_| {});
     }
-    assert_eq!(t.apply(|v| *v), 300);
+    assert_eq!(t.apply_with(|v, ()| *v, ()), 300);
     println!("SCENARIO many_small ok");
 }
 
@@ -112,11 +112,12 @@ fn now_nanos() -> u128 {
 /// the type; the program goes on.
 fn undecodable_caught() {
     let t = gossamer::entrust_on(2, 0u64);
-    let p = catch_unwind(AssertUnwindSafe(|| t.apply(|_| Undecodable))).expect_err("the result cannot have decoded");
+    let p = catch_unwind(AssertUnwindSafe(|| t.apply_with(|_, ()| Undecodable, ())))
+        .expect_err("the result cannot have decoded");
     let m = p.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(m.contains("Undecodable") && m.contains("decode"), "the panic names the type and the cause: {m}");
     // The trustee and the pair keep working.
-    assert_eq!(t.apply(|v| *v + 1), 1);
+    assert_eq!(t.apply_with(|v, ()| *v + 1, ()), 1);
     println!("SCENARIO undecodable_caught ok");
 }
 
@@ -124,7 +125,7 @@ fn undecodable_caught() {
 fn undecodable_uncaught() {
     let t = gossamer::entrust_on(2, 0u64);
     println!("PANIC_AT {}", now_nanos());
-    let _ = t.apply(|_| Undecodable);
+    let _ = t.apply_with(|_, ()| Undecodable, ());
     unreachable!("the result cannot have decoded");
 }
 

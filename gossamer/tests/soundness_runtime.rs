@@ -358,17 +358,18 @@ fn s15_thread_local_destructors_on_a_worker_see_no_runtime() {
     });
 }
 
-/// Across processes: a `launch_then` callback that panics, run by the
+/// Across processes: a `launch_with_then` callback that panics, run by the
 /// fiber that waits for the far result; the worker lives on.
 fn far_callback() {
     static CALLED: AtomicBool = AtomicBool::new(false);
     let latch: Trust<gossamer::Latch<u64>> =
         gossamer::spawn_with(2, |()| gossamer::local_trustee().entrust(gossamer::Latch::new(0u64)), ()).join().unwrap();
-    latch.launch_then(
-        |v| {
+    latch.launch_with_then(
+        |v, ()| {
             *v += 1;
             *v
         },
+        (),
         |_| {
             CALLED.store(true, Ordering::SeqCst);
             panic!("a launch_then callback that panics");
@@ -382,7 +383,7 @@ fn far_callback() {
     for _ in 0..100 {
         gossamer::yield_now();
     }
-    assert_eq!(latch.launch(|v| *v), 1);
+    assert_eq!(latch.launch_with(|v, ()| *v, ()), 1);
     println!("SOUNDNESS far_callback ok");
 }
 
