@@ -51,6 +51,7 @@
 //! [`Transferable`]).
 #![cfg_attr(feature = "nightly", feature(auto_traits, negative_impls))]
 #![warn(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod channel;
 mod error;

@@ -224,6 +224,7 @@ mod tests {
         // An earlier batch sits in the landing slot.
         // SAFETY: as above.
         let (_, _, r1) = unsafe { staging.stage(1, 0, |w| fill(w, &[6, 6, 6], 1)) };
+        // SAFETY: the staged range lies inside both slots, which do not overlap.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 staging.as_ptr().add(r1.start),
@@ -232,12 +233,14 @@ mod tests {
             )
         };
         assert!(landing.land(1).is_some());
+        // SAFETY: as for the first batch.
         let (_, _, r2) = unsafe { staging.stage(2, 0, |w| fill(w, &[6, 6, 6], 50)) };
         // Every prefix and every suffix of the put, written alone, leaves
         // a batch that is refused (any byte order is covered by these two
         // extremes and the checksum over all words).
         for cut in (r2.start..r2.end).step_by(8) {
             let l2 = slot();
+            // SAFETY: whole slots and ranges inside them; distinct slots.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     landing.as_ptr(),
@@ -253,6 +256,7 @@ mod tests {
             assert_eq!(l2.land(2).is_some(), same, "suffix from byte {cut}");
             refused += !same as usize;
         }
+        // SAFETY: the staged range lies inside both slots, which do not overlap.
         unsafe {
             std::ptr::copy_nonoverlapping(
                 staging.as_ptr().add(r2.start),
@@ -373,7 +377,9 @@ mod tests {
             flip in 0usize..1000,
         ) {
             let (staging, landing) = (slot(), slot());
+            // SAFETY: `fill` writes only the records it was asked for.
             let (n, _, range) = unsafe { staging.stage(seq, 0, |w| fill(w, &sizes, seq)) };
+            // SAFETY: the staged range lies inside both slots, which do not overlap.
             unsafe { std::ptr::copy_nonoverlapping(staging.as_ptr().add(range.start), landing.as_ptr().add(range.start).cast_mut(), range.len()) };
             let l = landing.land(seq).expect("complete");
             let recs = records(&l);

@@ -173,6 +173,7 @@ impl AltStack {
         let none = AltStack { mapping: std::ptr::null_mut(), len: 0 };
         // SAFETY: querying the current alternate stack writes only `old`.
         let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above: a query, which writes only `old`.
         if unsafe { libc::sigaltstack(std::ptr::null(), &mut old) } != 0 || old.ss_flags & libc::SS_DISABLE == 0 {
             return none;
         }

@@ -184,6 +184,7 @@ impl Submissions {
             // SAFETY: nodes on the stack stay valid until run, and once
             // taken only the trustee touches their links.
             let next = unsafe { (*p).next.load(Ordering::Relaxed) };
+            // SAFETY: as above.
             unsafe { (*p).next.store(prev, Ordering::Relaxed) };
             prev = p;
             p = next;

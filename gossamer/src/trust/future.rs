@@ -242,6 +242,7 @@ where
             // and the property is live: requests from outside keep it
             // (see `property`); a launched closure may hold it (checked).
             let r = match unsafe { crate::trust::property::check_reachable(prop.cast()) } {
+                // SAFETY: reachable (checked just now): exclusive access.
                 Ok(()) => catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*prop).value.get() }))),
                 Err(why) => Err(Box::new(why) as Box<dyn std::any::Any + Send>),
             };

@@ -264,6 +264,8 @@ unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
         return out.put_any::<U>(Err(Box::new(why)));
     }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
+    // SAFETY: a live, reachable property of this trustee (checked above),
+    // which runs one closure at a time: exclusive access.
     out.put_any(catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell).value.get() }))));
     if let Some(start) = observed {
         profile::counters::served(prop as usize, std::any::type_name::<T>(), start);
@@ -481,6 +483,7 @@ impl<T: Send + 'static> Trust<T> {
                 // delegated context: exclusive access to the value, unless
                 // a launched closure holds it (checked first).
                 let r = match unsafe { property::check_reachable(cell.0.as_ptr().cast()) } {
+                    // SAFETY: reachable (checked just now): exclusive access.
                     Ok(()) => catch_unwind(AssertUnwindSafe(|| f(unsafe { &mut *(*cell.0.as_ptr()).value.get() }))),
                     Err(why) => Err(Box::new(why) as Box<dyn Any + Send>),
                 };

@@ -315,7 +315,9 @@ impl Worker {
                 // SAFETY: taken nodes are valid until run; run once each,
                 // after their link is read.
                 let next = unsafe { (*p).next.load(Ordering::Relaxed) };
+                // SAFETY: as above.
                 let run = unsafe { (*p).run };
+                // SAFETY: `run` is the node's own runner, called once with it.
                 if let Err(e) = catch_unwind(AssertUnwindSafe(|| unsafe { run(p, Some(self)) })) {
                     self.report_panic("request from outside the runtime", e);
                 }
@@ -524,7 +526,9 @@ impl Worker {
         while !p.is_null() {
             // SAFETY: as in `drain_submissions`.
             let next = unsafe { (*p).next.load(Ordering::Relaxed) };
+            // SAFETY: as above.
             let run = unsafe { (*p).run };
+            // SAFETY: `run` is the node's own runner, called once with it.
             if let Err(e) = catch_unwind(AssertUnwindSafe(|| unsafe { run(p, None) })) {
                 self.report_panic("abandoned request", e);
             }
