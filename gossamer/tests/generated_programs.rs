@@ -100,7 +100,7 @@ fn generated_entry() {
     let p = decode(&s);
     let threads = p.threads_per_process * gossamer::rack::planned_processes().expect("process count");
     quiet_planned_panics();
-    PROGRAM.set(p).ok().expect("one program");
+    assert!(PROGRAM.set(p).is_ok(), "one program per process");
     gossamer::main(gsm_main, threads);
 }
 

@@ -9,6 +9,8 @@ pub(crate) mod property;
 mod pull;
 pub(crate) mod trustee;
 mod wire;
+#[cfg(all(test, not(loom)))]
+mod miri_tests;
 
 use std::any::Any;
 use std::cell::UnsafeCell;
