@@ -5,12 +5,12 @@
 pub(crate) mod delegable;
 pub(crate) mod future;
 mod latch;
+#[cfg(all(test, not(loom)))]
+mod miri_tests;
 pub(crate) mod property;
 mod pull;
 pub(crate) mod trustee;
 mod wire;
-#[cfg(all(test, not(loom)))]
-mod miri_tests;
 
 use std::any::Any;
 use std::cell::UnsafeCell;
