@@ -126,7 +126,9 @@ pub fn yield_now() {
 }
 
 /// Entrusts `value` to a trustee chosen round-robin by the calling thread
-/// (the dedicated trustees, if the runtime has some).
+/// among this process's workers (the dedicated trustees, if the runtime has
+/// some). To place a property in another process, use
+/// [`entrust_on`](crate::entrust_on), which moves it serialized.
 ///
 /// # Panics
 /// Outside the runtime's threads.

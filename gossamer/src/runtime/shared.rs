@@ -419,12 +419,13 @@ impl Shared {
         self.local.start..self.local.end - self.config.dedicated
     }
 
-    /// Workers where pool-level `entrust` places properties.
+    /// Workers where pool-level `entrust` places properties: this
+    /// process's own, since `entrust` moves the value as it is (any `Send`
+    /// type); a property goes to another process only through
+    /// `entrust_on`, which serializes it.
     pub(crate) fn trustee_range(&self) -> Range<usize> {
         if self.config.dedicated > 0 {
             self.local.end - self.config.dedicated..self.local.end
-        } else if self.placement.ranks.len() > 1 {
-            0..self.n
         } else {
             self.local.clone()
         }

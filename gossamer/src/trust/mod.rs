@@ -4,6 +4,8 @@
 pub(crate) mod delegable;
 pub(crate) mod future;
 mod latch;
+#[cfg(all(test, not(loom)))]
+mod miri_tests;
 pub(crate) mod property;
 mod pull;
 pub(crate) mod trustee;
