@@ -88,20 +88,21 @@ impl Handle {
     }
 
     /// Pushes `tag` without waiting; `then` gets what the closure returned.
-    /// A latch has no `launch_with_then`: there the push waits
-    /// (`launch_with`) and `then` runs right after it.
     pub fn push_then(&self, tag: u32, then: impl FnOnce(u32) + 'static) {
         match self {
             Handle::Plain(t) => t.apply_with_then(|p, tag: u32| push_tag(p, tag), tag, then),
-            Handle::Latched(_) => then(self.push(tag)),
+            Handle::Latched(t) => t.launch_with_then(|p, tag: u32| push_tag(p, tag), tag, then),
         }
     }
 
-    /// Counts a hit without waiting; `then` gets the new count.
+    /// Counts a hit without waiting; `then` gets the new count. The generic
+    /// forms for a trustee in this process, the `fn` forms for another.
     pub fn hit_then(&self, then: impl FnOnce(u64) + 'static) {
         match self {
-            Handle::Plain(t) => t.apply_then(hit, then),
-            Handle::Latched(t) => t.launch_then(hit, then),
+            Handle::Plain(t) if here(t) => t.apply_then(hit, then),
+            Handle::Plain(t) => t.apply_with_then(|p, ()| hit(p), (), then),
+            Handle::Latched(t) if here(t) => t.launch_then(hit, then),
+            Handle::Latched(t) => t.launch_with_then(|p, ()| hit(p), (), then),
         }
     }
 
@@ -109,19 +110,29 @@ impl Handle {
     /// a latch counts a hit with `launch_then`); `then` always runs.
     pub fn try_hit_then(&self, panics: bool, then: impl FnOnce(Result<u64, gossamer::Panicked>) + 'static) {
         match (self, panics) {
-            (Handle::Plain(t), false) => t.try_apply_then(hit, then),
-            (Handle::Plain(t), true) => t.try_apply_then(hit_and_panic, then),
-            (Handle::Latched(t), _) => t.launch_then(hit, move |n| then(Ok(n))),
+            (Handle::Plain(t), false) if here(t) => t.try_apply_then(hit, then),
+            (Handle::Plain(t), true) if here(t) => t.try_apply_then(hit_and_panic, then),
+            (Handle::Plain(t), false) => t.try_apply_with_then(|p, ()| hit(p), (), then),
+            (Handle::Plain(t), true) => t.try_apply_with_then(|p, ()| hit_and_panic(p), (), then),
+            (Handle::Latched(_), _) => self.hit_then(move |n| then(Ok(n))),
         }
     }
 
     /// The property's log and hit count now.
     pub fn state(&self) -> (Vec<u32>, u64) {
         match self {
-            Handle::Plain(t) => t.apply(|p| (p.log.clone(), p.hits)),
-            Handle::Latched(t) => t.launch(|p| (p.log.clone(), p.hits)),
+            Handle::Plain(t) if here(t) => t.apply(|p| (p.log.clone(), p.hits)),
+            Handle::Plain(t) => t.apply_with(|p, ()| (p.log.clone(), p.hits), ()),
+            Handle::Latched(t) if here(t) => t.launch(|p| (p.log.clone(), p.hits)),
+            Handle::Latched(t) => t.launch_with(|p, ()| (p.log.clone(), p.hits), ()),
         }
     }
+}
+
+/// True when the trust's trustee is a thread of this process: only then may
+/// a generic closure go to it.
+fn here<T: Send + 'static>(t: &Trust<T>) -> bool {
+    gossamer::topology().local().contains(&t.trustee().index())
 }
 
 fn push_tag(p: &mut Prop, tag: u32) -> u32 {

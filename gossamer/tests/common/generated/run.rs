@@ -90,12 +90,12 @@ fn fiber_body((h, base, n, then): (Handle, u32, u8, bool)) -> u8 {
 }
 
 /// Whether the driver may drop its last trust to a property while its own
-/// requests to it are still queued or running. The runtime must keep the
-/// property alive until they have run (README, "Reference counting");
-/// `GOSSAMER_GENERATED_IN_FLIGHT=1` turns this on. Off by default: today a
-/// request that outlives the last trust can run on a dropped property.
+/// requests to it are still queued or running: yes, since the runtime keeps
+/// the property alive until they have run (README, "Reference counting").
+/// `GOSSAMER_GENERATED_IN_FLIGHT=0` makes the driver wait for them first,
+/// to tell a failure of that rule from others.
 fn in_flight_drops() -> bool {
-    std::env::var_os("GOSSAMER_GENERATED_IN_FLIGHT").is_some_and(|v| v == "1")
+    std::env::var_os("GOSSAMER_GENERATED_IN_FLIGHT").is_none_or(|v| v != "0")
 }
 
 fn is_local(thread: usize) -> bool {
