@@ -255,10 +255,11 @@ fn s09_an_overflow_outside_fibers_still_gets_the_std_message() {
     let t = text(&out);
     if std::env::var_os("GOSSAMER_SANITIZER").is_some() {
         // Under a sanitizer (CI sets the variable) the handler before ours
-        // is the sanitizer's, and std installs none: the fault must reach
-        // the sanitizer's report, not ours.
+        // is the sanitizer's, and std installs none: the fault must be
+        // passed on to it (AddressSanitizer reports a stack overflow,
+        // ThreadSanitizer lets the process die), never taken for a fiber's.
         assert!(!out.status.success(), "{t}");
-        assert!(t.contains("Sanitizer") && !t.contains("gossamer fiber"), "{t}");
+        assert!(!t.contains("gossamer fiber"), "{t}");
         return;
     }
     assert_eq!(out.status.signal(), Some(libc_sigabrt()), "{t}");
