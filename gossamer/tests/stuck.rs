@@ -33,12 +33,19 @@ fn a_fiber_waiting_on_a_held_trustee_is_named_with_its_backlog() {
         let rt = gossamer::Runtime::builder().workers(2).track_waits(true).build().unwrap();
         let hold = Arc::new(AtomicBool::new(true));
         let h2 = hold.clone();
+        let started = Arc::new(AtomicBool::new(false));
+        let s2 = started.clone();
         // A fiber on worker 1 that holds its thread: trustee 1 serves nothing.
         let holder = rt.spawn_on(1, move || {
+            s2.store(true, Ordering::SeqCst);
             while h2.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
             }
         });
+        // Worker 1 is held from here on (else it may answer the dump first).
+        while !started.load(Ordering::SeqCst) {
+            std::thread::yield_now();
+        }
         let t = rt.trustee(1).entrust(5u32);
         let waiter = rt.spawn_on(0, move || t.apply(|v| *v + 1));
         let d = dump_until(&rt, |d| d.waiting.iter().any(|f| f.worker == 0));
