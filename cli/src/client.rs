@@ -1,16 +1,18 @@
-//! The client side of a daemon connection: connect and authenticate.
+//! The client side of a daemon connection: connect, authenticate, and
+//! exchange messages over the session.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::proto::{self, ClientMsg, DaemonMsg};
+use gossamer_session::{Opener, Sealer, SessionError};
+
+use crate::proto::{self, ClientMsg, DaemonMsg, ProtoError};
 use crate::CliError;
 
-/// How long connecting and authenticating may take.
+/// How long reaching a daemon may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// An authenticated connection to a daemon.
-#[derive(Debug)]
 pub struct Conn {
     /// The host as the user gave it.
     pub host: String,
@@ -20,8 +22,63 @@ pub struct Conn {
     pub daemon_host: String,
     /// The daemon's version.
     pub version: String,
-    /// The connection.
-    pub stream: TcpStream,
+    /// Sends to the daemon.
+    pub tx: Sender,
+    /// Receives from the daemon.
+    pub rx: Receiver,
+}
+
+/// The sending half of a connection.
+pub struct Sender {
+    stream: TcpStream,
+    sealer: Sealer,
+}
+
+/// The receiving half of a connection.
+pub struct Receiver {
+    stream: TcpStream,
+    opener: Opener,
+}
+
+impl Sender {
+    /// Sends one message.
+    pub fn send(&mut self, msg: &ClientMsg) -> Result<(), ProtoError> {
+        proto::send(&mut self.stream, &mut self.sealer, msg)
+    }
+
+    /// Closes the connection both ways (the receiving half sees its end).
+    pub fn shutdown(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Receiver {
+    /// The next message, waiting as long as it takes.
+    pub fn recv(&mut self) -> Result<DaemonMsg, ProtoError> {
+        proto::recv(&mut self.stream, &mut self.opener, None)
+    }
+
+    /// The next message other than a heartbeat, within `timeout`.
+    pub fn answer(&mut self, timeout: Duration) -> Result<DaemonMsg, ProtoError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match proto::recv(&mut self.stream, &mut self.opener, Some(deadline))? {
+                DaemonMsg::Heartbeat => continue,
+                m => return Ok(m),
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("host", &self.host)
+            .field("addr", &self.addr)
+            .field("daemon_host", &self.daemon_host)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Splits `host[:port]` (or `[v6]:port`) into name and port.
@@ -39,8 +96,8 @@ pub fn split_host(spec: &str, default_port: u16) -> (String, u16) {
     (spec.trim_matches(['[', ']']).to_string(), default_port)
 }
 
-/// Connects to the daemon of `spec` (`host[:port]`) and runs the mutual
-/// challenge–response.
+/// Connects to the daemon of `spec` (`host[:port]`), runs the handshake and
+/// says hello.
 pub fn connect(spec: &str, default_port: u16, secret: &[u8]) -> Result<Conn, CliError> {
     let herr = |msg: String| CliError::Host { host: spec.to_string(), msg };
     let (name, port) = split_host(spec, default_port);
@@ -59,55 +116,40 @@ pub fn connect(spec: &str, default_port: u16, secret: &[u8]) -> Result<Conn, Cli
     }
     let (mut s, addr) = stream.ok_or_else(|| herr(last.unwrap_or_else(|| format!("{name} has no address"))))?;
     let _ = s.set_nodelay(true);
-    s.set_read_timeout(Some(CONNECT_TIMEOUT)).map_err(|e| herr(e.to_string()))?;
-    let perr = |e: proto::ProtoError| herr(format!("talking to the daemon at {addr}: {e}"));
-    let mine = proto::nonce();
-    proto::write_msg(&mut s, &ClientMsg::Hello { protocol: proto::PROTOCOL, nonce: mine }).map_err(perr)?;
-    let theirs = match proto::read_msg::<DaemonMsg>(&mut s).map_err(perr)? {
-        DaemonMsg::Challenge { nonce, mac } => {
-            if !proto::verify(secret, &mine, proto::DAEMON_CONTEXT, &mac) {
-                return Err(herr(format!(
-                    "authentication failed: the daemon at {addr} does not know our secret (different secret files?)"
-                )));
-            }
-            nonce
-        }
-        DaemonMsg::Refused { host, reason } => return Err(herr(format!("daemon on {host} refused: {reason}"))),
-        other => return Err(herr(format!("unexpected answer from {addr}: {other:?}"))),
-    };
-    let mac = proto::prove(secret, &theirs, proto::CLIENT_CONTEXT);
-    proto::write_msg(&mut s, &ClientMsg::Proof { mac }).map_err(perr)?;
-    match proto::read_msg::<DaemonMsg>(&mut s) {
+    let deadline = Instant::now() + proto::HANDSHAKE;
+    let hello = proto::encode(&ClientMsg::Hello { protocol: proto::PROTOCOL }).map_err(|e| herr(e.to_string()))?;
+    let session = gossamer_session::connect(&mut s, &proto::psk(secret), proto::PROLOGUE, deadline, &hello).map_err(
+        |e| match e {
+            SessionError::Authentication => herr(format!(
+                "authentication failed: the daemon at {addr} does not know our secret (different secret files?), \
+                 or runs another version of gossamer"
+            )),
+            e => herr(format!("talking to the daemon at {addr}: {e}")),
+        },
+    )?;
+    let (sealer, opener) = session.split();
+    let clone = s.try_clone().map_err(|e| herr(format!("connection: {e}")))?;
+    let (tx, mut rx) = (Sender { stream: clone, sealer }, Receiver { stream: s, opener });
+    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    match rx.answer(left) {
         Ok(DaemonMsg::Welcome { host, version }) => {
-            s.set_read_timeout(None).map_err(|e| herr(e.to_string()))?;
-            Ok(Conn { host: spec.to_string(), addr, daemon_host: host, version, stream: s })
+            Ok(Conn { host: spec.to_string(), addr, daemon_host: host, version, tx, rx })
         }
+        Ok(DaemonMsg::Refused { host, reason }) => Err(herr(format!("daemon on {host} refused: {reason}"))),
         Ok(other) => Err(herr(format!("unexpected answer from {addr}: {other:?}"))),
-        Err(e) => Err(herr(format!(
-            "authentication failed: the daemon at {addr} closed the connection ({e}); is the secret the same?"
-        ))),
+        Err(e) => Err(herr(format!("no welcome from the daemon at {addr}: {e}"))),
     }
 }
 
 /// Sends one request and waits (bounded) for its answer, skipping heartbeats.
 pub fn request(conn: &mut Conn, msg: &ClientMsg, timeout: Duration) -> Result<DaemonMsg, CliError> {
-    proto::write_msg(&mut conn.stream, msg)
-        .map_err(|e| CliError::Host { host: conn.host.clone(), msg: e.to_string() })?;
+    conn.tx.send(msg).map_err(|e| CliError::Host { host: conn.host.clone(), msg: e.to_string() })?;
     answer(conn, timeout)
 }
 
 /// Waits (bounded) for the daemon's next message other than a heartbeat.
 pub fn answer(conn: &mut Conn, timeout: Duration) -> Result<DaemonMsg, CliError> {
-    let herr = |msg: String| CliError::Host { host: conn.host.clone(), msg };
-    conn.stream.set_read_timeout(Some(timeout)).map_err(|e| herr(e.to_string()))?;
-    loop {
-        match proto::read_msg::<DaemonMsg>(&mut conn.stream) {
-            Ok(DaemonMsg::Heartbeat) => continue,
-            Ok(m) => {
-                let _ = conn.stream.set_read_timeout(None);
-                return Ok(m);
-            }
-            Err(e) => return Err(herr(format!("no answer from the daemon: {e}"))),
-        }
-    }
+    conn.rx
+        .answer(timeout)
+        .map_err(|e| CliError::Host { host: conn.host.clone(), msg: format!("no answer from the daemon: {e}") })
 }

@@ -4,7 +4,7 @@
 //! when the launcher is lost.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
+use gossamer_session::{Opener, Sealer};
+
 use crate::proto::{self, ClientMsg, DaemonMsg, ExitKind, HostInfo, RankSpec, RunningRank, Stream};
 use crate::CliError;
-
-/// The longest piece of a line sent in one message.
-const LINE_CHUNK: usize = 64 << 10;
 
 /// What every connection can see: the ranks running now, by pid.
 #[derive(Default)]
@@ -56,31 +55,26 @@ pub fn serve(listen: &str, secret: Vec<u8>) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The challenge–response, daemon side: `Ok(())` once the peer proved the secret.
-fn authenticate(s: &mut TcpStream, secret: &[u8], host: &str) -> Result<(), String> {
-    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    let theirs = match proto::read_msg::<ClientMsg>(s).map_err(|e| e.to_string())? {
-        ClientMsg::Hello { protocol, nonce } if protocol == proto::PROTOCOL => nonce,
-        ClientMsg::Hello { protocol, .. } => {
+/// The handshake, daemon side: the session once the peer proved the secret
+/// and said hello.
+fn authenticate(s: &mut TcpStream, secret: &[u8], host: &str) -> Result<(Sealer, Opener), String> {
+    let deadline = Instant::now() + proto::HANDSHAKE;
+    let (session, first) =
+        gossamer_session::accept(s, &proto::psk(secret), proto::PROLOGUE, deadline, proto::FIRST_MAX)
+            .map_err(|e| e.to_string())?;
+    let (mut sealer, opener) = session.split();
+    match proto::decode::<ClientMsg>(&first).map_err(|e| e.to_string())? {
+        ClientMsg::Hello { protocol } if protocol == proto::PROTOCOL => {}
+        ClientMsg::Hello { protocol } => {
             let reason = format!("protocol {protocol} is not {}", proto::PROTOCOL);
-            let _ = proto::write_msg(s, &DaemonMsg::Refused { host: host.into(), reason: reason.clone() });
+            let _ = proto::send(s, &mut sealer, &DaemonMsg::Refused { host: host.into(), reason: reason.clone() });
             return Err(reason);
         }
         _ => return Err("did not start with Hello".into()),
-    };
-    let mine = proto::nonce();
-    let mac = proto::prove(secret, &theirs, proto::DAEMON_CONTEXT);
-    proto::write_msg(s, &DaemonMsg::Challenge { nonce: mine, mac }).map_err(|e| e.to_string())?;
-    match proto::read_msg::<ClientMsg>(s) {
-        Ok(ClientMsg::Proof { mac }) if proto::verify(secret, &mine, proto::CLIENT_CONTEXT, &mac) => {}
-        Ok(ClientMsg::Proof { .. }) => return Err("wrong proof (the peer does not know the secret)".into()),
-        Ok(_) => return Err("expected a proof".into()),
-        Err(e) => return Err(format!("no proof ({e}); the peer may have rejected our proof")),
     }
-    proto::write_msg(s, &DaemonMsg::Welcome { host: host.into(), version: env!("CARGO_PKG_VERSION").into() })
+    proto::send(s, &mut sealer, &DaemonMsg::Welcome { host: host.into(), version: env!("CARGO_PKG_VERSION").into() })
         .map_err(|e| e.to_string())?;
-    s.set_read_timeout(None).map_err(|e| e.to_string())?;
-    Ok(())
+    Ok((sealer, opener))
 }
 
 enum Ev {
@@ -96,11 +90,12 @@ struct Child {
     alive: bool,
 }
 
-type Writer = Arc<Mutex<TcpStream>>;
+type Writer = Arc<Mutex<(TcpStream, Sealer)>>;
 
 fn send(w: &Writer, msg: &DaemonMsg) -> bool {
-    let mut s = w.lock().unwrap_or_else(|p| p.into_inner());
-    proto::write_msg(&mut *s, msg).is_ok()
+    let mut g = w.lock().unwrap_or_else(|p| p.into_inner());
+    let (s, sealer) = &mut *g;
+    proto::send(s, sealer, msg).is_ok()
 }
 
 fn handle(
@@ -111,12 +106,15 @@ fn handle(
     host: &str,
 ) -> Result<(), String> {
     let _ = stream.set_nodelay(true);
-    if let Err(e) = authenticate(&mut stream, secret, host) {
-        warn!(%peer, "authentication failed: {e}; connection closed, nothing started");
-        return Err(e);
-    }
+    let (sealer, mut opener) = match authenticate(&mut stream, secret, host) {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(%peer, "authentication failed: {e}; connection closed, nothing started");
+            return Err(e);
+        }
+    };
     info!(%peer, "launcher authenticated");
-    let writer: Writer = Arc::new(Mutex::new(stream.try_clone().map_err(|e| e.to_string())?));
+    let writer: Writer = Arc::new(Mutex::new((stream.try_clone().map_err(|e| e.to_string())?, sealer)));
     let local = stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let (tx, rx) = mpsc::channel::<Ev>();
     // The reader: frames from the launcher.
@@ -124,7 +122,7 @@ fn handle(
         let tx = tx.clone();
         let mut r = stream;
         std::thread::spawn(move || loop {
-            match proto::read_msg::<ClientMsg>(&mut r) {
+            match proto::recv::<ClientMsg>(&mut r, &mut opener, None) {
                 Ok(m) => {
                     if tx.send(Ev::Msg(m)).is_err() {
                         return;
@@ -175,7 +173,7 @@ fn handle(
                 last_seen = Instant::now();
                 match m {
                     ClientMsg::Heartbeat => {}
-                    ClientMsg::Hello { .. } | ClientMsg::Proof { .. } => {
+                    ClientMsg::Hello { .. } => {
                         send(
                             &writer,
                             &DaemonMsg::Refused { host: host.into(), reason: "already authenticated".into() },
@@ -263,7 +261,7 @@ fn handle(
             }
         }
     }
-    let _ = writer.lock().map(|s| s.shutdown(std::net::Shutdown::Both));
+    let _ = writer.lock().map(|s| s.0.shutdown(std::net::Shutdown::Both));
     Err(why)
 }
 
@@ -344,19 +342,13 @@ fn start(
         let relay = |r: Box<dyn Read + Send>, stream: Stream| {
             let (w, done) = (writer.clone(), done_tx.clone());
             std::thread::spawn(move || {
-                let mut r = BufReader::new(r);
-                let mut line = Vec::new();
+                let mut r = r;
+                let mut buf = vec![0u8; proto::OUTPUT_CHUNK];
                 loop {
-                    line.clear();
-                    match r.read_until(b'\n', &mut line) {
+                    match r.read(&mut buf) {
                         Ok(0) | Err(_) => break,
-                        Ok(_) => {
-                            if line.last() == Some(&b'\n') {
-                                line.pop();
-                            }
-                            for piece in line.chunks(LINE_CHUNK).chain(line.is_empty().then_some(&[][..])) {
-                                send(&w, &DaemonMsg::Output { rank, stream, line: piece.to_vec() });
-                            }
+                        Ok(n) => {
+                            send(&w, &DaemonMsg::Output { rank, stream, bytes: buf[..n].to_vec() });
                         }
                     }
                 }

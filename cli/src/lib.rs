@@ -6,6 +6,7 @@
 pub mod client;
 pub mod daemon;
 pub mod hosts;
+pub mod output;
 pub mod proto;
 pub mod run;
 pub mod secret;

@@ -1,41 +1,50 @@
 //! The wire protocol between `gossamer run`/`gossamer hosts` (the client)
-//! and `gossamer daemon`: length-prefixed frames (a 4-byte big-endian
-//! length, then that many bytes of a postcard-encoded message), at most
-//! [`MAX_FRAME`] bytes each, and a mutual challenge–response over a shared
-//! secret before anything else.
+//! and `gossamer daemon`: an authenticated, encrypted session (see the
+//! `gossamer-session` crate: Noise `NNpsk0` with a key derived from the
+//! shared secret file), in which each message is one postcard-encoded
+//! [`ClientMsg`] or [`DaemonMsg`] of at most [`MAX_FRAME`] bytes.
 //!
-//! Authentication (the secret never crosses the wire):
-//!
-//! 1. client → daemon: [`ClientMsg::Hello`] with a random client nonce;
-//! 2. daemon → client: [`DaemonMsg::Challenge`] with a random daemon nonce
-//!    and `HMAC-SHA256(secret, client_nonce || "gossamer/1 daemon")`;
-//! 3. the client checks that MAC (the daemon knows the secret) and answers
-//!    [`ClientMsg::Proof`] with `HMAC-SHA256(secret, daemon_nonce || "gossamer/1 client")`;
-//! 4. the daemon checks it in constant time and answers
-//!    [`DaemonMsg::Welcome`], or closes the connection.
+//! 1. The client opens the handshake; both sides prove the secret without
+//!    sending it, within [`HANDSHAKE`], with nothing but two small records
+//!    exchanged before the client is authenticated.
+//! 2. The client's first message is [`ClientMsg::Hello`] (at most
+//!    [`FIRST_MAX`] bytes); the daemon answers [`DaemonMsg::Welcome`], or
+//!    [`DaemonMsg::Refused`] for another protocol version, and closes.
+//! 3. Every later message is bound to the session: a record that was
+//!    altered, replayed, reordered or injected by anyone on the path fails
+//!    to open and ends the connection.
 
-use std::io::{Read, Write};
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
 
-use hmac::{Hmac, Mac};
+use gossamer_session::{Opener, Psk, Sealer, SessionError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// The largest frame either side accepts (bytes of the encoded message).
+/// The largest message either side accepts (bytes of the encoded message).
 pub const MAX_FRAME: usize = 1 << 20;
+/// The largest first message (the client's [`ClientMsg::Hello`]).
+pub const FIRST_MAX: usize = 4096;
 /// The protocol's version, checked at `Hello`.
-pub const PROTOCOL: u32 = 1;
-/// Bytes of a nonce.
-pub const NONCE_LEN: usize = 32;
-/// Context mixed into the daemon's proof.
-pub const DAEMON_CONTEXT: &[u8] = b"gossamer/1 daemon";
-/// Context mixed into the client's proof.
-pub const CLIENT_CONTEXT: &[u8] = b"gossamer/1 client";
+pub const PROTOCOL: u32 = 2;
+/// Mixed into the handshake: a peer of another protocol fails to authenticate.
+pub const PROLOGUE: &[u8] = b"gossamer daemon/2";
+/// The deadline for the whole handshake, the first message included.
+pub const HANDSHAKE: Duration = Duration::from_secs(5);
+/// The most bytes of a rank's output in one [`DaemonMsg::Output`].
+pub const OUTPUT_CHUNK: usize = 32 << 10;
 /// The port a daemon listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 7117;
 /// How often each side sends a heartbeat.
 pub const HEARTBEAT_MS: u64 = 400;
 /// Silence after which a peer counts as lost.
 pub const SILENCE_MS: u64 = 2000;
+
+/// The session key of launchers and daemons sharing `secret`.
+pub fn psk(secret: &[u8]) -> Psk {
+    Psk::derive(secret, "daemon")
+}
 
 /// Errors of the protocol layer.
 #[derive(Debug, thiserror::Error)]
@@ -49,13 +58,13 @@ pub enum ProtoError {
     /// The bytes are not a message.
     #[error("malformed message: {0}")]
     Decode(#[from] postcard::Error),
-    /// The peer did not prove the shared secret.
-    #[error("authentication failed: {0}")]
-    Auth(String),
+    /// The session failed: authentication, a forged record, a deadline.
+    #[error("{0}")]
+    Session(#[from] SessionError),
 }
 
-/// Which output stream of a rank a line came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Which output stream of a rank bytes came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Stream {
     /// Standard output.
     Stdout,
@@ -126,17 +135,10 @@ pub fn signal_name(s: i32) -> &'static str {
 /// What a client sends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientMsg {
-    /// Opens the conversation.
+    /// The session's first message.
     Hello {
         /// [`PROTOCOL`].
         protocol: u32,
-        /// The client's nonce.
-        nonce: [u8; NONCE_LEN],
-    },
-    /// The answer to the daemon's challenge.
-    Proof {
-        /// `HMAC-SHA256(secret, daemon_nonce || CLIENT_CONTEXT)`.
-        mac: Vec<u8>,
     },
     /// Asks for a TCP port free on the daemon's host (for the rendezvous).
     FreePort,
@@ -206,14 +208,7 @@ pub struct HostInfo {
 /// What the daemon sends.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DaemonMsg {
-    /// The daemon's nonce and its proof of the secret.
-    Challenge {
-        /// The daemon's nonce.
-        nonce: [u8; NONCE_LEN],
-        /// `HMAC-SHA256(secret, client_nonce || DAEMON_CONTEXT)`.
-        mac: Vec<u8>,
-    },
-    /// Authenticated.
+    /// The answer to [`ClientMsg::Hello`].
     Welcome {
         /// The daemon's host name.
         host: String,
@@ -241,14 +236,15 @@ pub enum DaemonMsg {
         /// What is wrong.
         reason: String,
     },
-    /// A line a rank wrote (without its newline).
+    /// Bytes a rank wrote, as they came (at most [`OUTPUT_CHUNK`], cut
+    /// anywhere, lines included).
     Output {
         /// The rank.
         rank: u32,
         /// Which stream.
         stream: Stream,
-        /// The bytes of the line.
-        line: Vec<u8>,
+        /// The bytes.
+        bytes: Vec<u8>,
     },
     /// A rank ended.
     Exited {
@@ -270,19 +266,16 @@ pub enum DaemonMsg {
     },
 }
 
-/// Encodes `msg` as one frame.
+/// Encodes `msg` as one message body.
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, ProtoError> {
     let body = postcard::to_stdvec(msg)?;
     if body.len() > MAX_FRAME {
         return Err(ProtoError::TooLarge(body.len()));
     }
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    frame.extend_from_slice(&body);
-    Ok(frame)
+    Ok(body)
 }
 
-/// Decodes one message body (the bytes after the length).
+/// Decodes one message body; trailing bytes are an error.
 pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ProtoError> {
     if body.len() > MAX_FRAME {
         return Err(ProtoError::TooLarge(body.len()));
@@ -294,58 +287,30 @@ pub fn decode<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, ProtoError> {
     Ok(msg)
 }
 
-/// Decodes a whole frame (length prefix included) held in memory.
-pub fn decode_frame<T: for<'a> Deserialize<'a>>(frame: &[u8]) -> Result<T, ProtoError> {
-    let mut r = frame;
-    let msg = read_msg(&mut r)?;
-    if !r.is_empty() {
-        return Err(ProtoError::Decode(postcard::Error::DeserializeBadEncoding));
-    }
-    Ok(msg)
+/// Seals `msg` into the session and writes it.
+pub fn send<T: Serialize>(s: &mut TcpStream, sealer: &mut Sealer, msg: &T) -> Result<(), ProtoError> {
+    Ok(sealer.send(s, &encode(msg)?)?)
 }
 
-/// Writes one message as a frame.
-pub fn write_msg<T: Serialize>(w: &mut impl Write, msg: &T) -> Result<(), ProtoError> {
-    w.write_all(&encode(msg)?)?;
-    w.flush()?;
-    Ok(())
-}
-
-/// Reads one frame and decodes it; never allocates more than [`MAX_FRAME`].
-pub fn read_msg<T: for<'a> Deserialize<'a>>(r: &mut impl Read) -> Result<T, ProtoError> {
-    let mut len = [0u8; 4];
-    r.read_exact(&mut len)?;
-    let len = u32::from_be_bytes(len) as usize;
-    if len > MAX_FRAME {
-        return Err(ProtoError::TooLarge(len));
+/// Reads and opens the session's next message, by `deadline` if one is given.
+pub fn recv<T: for<'a> Deserialize<'a>>(
+    s: &mut TcpStream,
+    opener: &mut Opener,
+    deadline: Option<Instant>,
+) -> Result<T, ProtoError> {
+    let body = opener.recv_by(s, MAX_FRAME, deadline)?;
+    if deadline.is_some() {
+        s.set_read_timeout(None)?;
     }
-    let mut body = vec![0u8; len];
-    r.read_exact(&mut body)?;
     decode(&body)
 }
 
-/// A fresh random nonce.
-pub fn nonce() -> [u8; NONCE_LEN] {
-    let mut n = [0u8; NONCE_LEN];
+/// A fresh random secret for one program's rendezvous (`GOSSAMER_SECRET`): 32
+/// bytes from the system's random source, in hexadecimal.
+pub fn program_secret() -> String {
+    let mut n = [0u8; 32];
     getrandom::getrandom(&mut n).expect("the system's random source failed");
-    n
-}
-
-fn mac_of(secret: &[u8], nonce: &[u8], context: &[u8]) -> Hmac<Sha256> {
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("HMAC takes keys of any length");
-    m.update(nonce);
-    m.update(context);
-    m
-}
-
-/// `HMAC-SHA256(secret, nonce || context)`.
-pub fn prove(secret: &[u8], nonce: &[u8], context: &[u8]) -> Vec<u8> {
-    mac_of(secret, nonce, context).finalize().into_bytes().to_vec()
-}
-
-/// Checks `mac` against `HMAC-SHA256(secret, nonce || context)` in constant time.
-pub fn verify(secret: &[u8], nonce: &[u8], context: &[u8], mac: &[u8]) -> bool {
-    mac_of(secret, nonce, context).verify_slice(mac).is_ok()
+    hex(&n)
 }
 
 /// SHA-256 of a file's contents.
@@ -380,24 +345,21 @@ mod tests {
             args: vec!["a".into()],
             ranks: vec![RankSpec { rank: 3, env: vec![("A".into(), "B".into())] }],
         };
-        assert_eq!(decode_frame::<ClientMsg>(&encode(&m).unwrap()).unwrap(), m);
+        assert_eq!(decode::<ClientMsg>(&encode(&m).unwrap()).unwrap(), m);
     }
 
     #[test]
-    fn oversized_frame_is_refused_before_allocating() {
-        let mut frame = (u32::MAX).to_be_bytes().to_vec();
-        frame.extend_from_slice(&[0; 8]);
-        assert!(matches!(decode_frame::<ClientMsg>(&frame), Err(ProtoError::TooLarge(_))));
+    fn oversized_and_trailing_bodies_are_refused() {
+        assert!(matches!(decode::<ClientMsg>(&vec![0; MAX_FRAME + 1]), Err(ProtoError::TooLarge(_))));
+        let mut body = encode(&ClientMsg::Heartbeat).unwrap();
+        body.push(0);
+        assert!(decode::<ClientMsg>(&body).is_err());
     }
 
     #[test]
-    fn macs_are_bound_to_secret_nonce_and_context() {
-        let n = nonce();
-        let m = prove(b"secret", &n, CLIENT_CONTEXT);
-        assert!(verify(b"secret", &n, CLIENT_CONTEXT, &m));
-        assert!(!verify(b"secreT", &n, CLIENT_CONTEXT, &m));
-        assert!(!verify(b"secret", &n, DAEMON_CONTEXT, &m));
-        assert!(!verify(b"secret", &nonce(), CLIENT_CONTEXT, &m));
-        assert!(!verify(b"secret", &n, CLIENT_CONTEXT, &m[..31]));
+    fn program_secrets_are_fresh() {
+        let (a, b) = (program_secret(), program_secret());
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
     }
 }

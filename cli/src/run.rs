@@ -1,14 +1,14 @@
 //! `gossamer run`: starts one program over several hosts through their daemons.
 
 use std::io::Write;
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::client::{self, Conn};
+use crate::client::{self, Conn, Sender};
+use crate::output::Lines;
 use crate::proto::{self, ClientMsg, DaemonMsg, ExitKind, RankSpec, Stream};
 use crate::CliError;
 
@@ -165,18 +165,16 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
             .collect();
         hs.into_iter().map(|h| h.join().expect("connect thread")).collect()
     });
-    let mut conns: Vec<Conn> = conns.into_iter().collect::<Result<_, _>>()?;
+    let conns: Vec<Conn> = conns.into_iter().collect::<Result<_, _>>()?;
     tracing::debug!(took = ?t0.elapsed(), "authenticated with {} daemon(s)", conns.len());
-    // From here on, every write goes through these (heartbeats run meanwhile).
-    let writers: Vec<Arc<Mutex<TcpStream>>> = conns
-        .iter()
-        .map(|c| c.stream.try_clone().map(|s| Arc::new(Mutex::new(s))))
-        .collect::<Result<_, _>>()
-        .map_err(CliError::io("connection"))?;
     let names: Vec<String> = conns.iter().map(|c| c.host.clone()).collect();
+    let daemon_ips: Vec<std::net::IpAddr> = conns.iter().map(|c| c.addr.ip()).collect();
+    // From here on, every write goes through these (heartbeats run meanwhile).
+    let (writers, mut readers): (Vec<Arc<Mutex<Sender>>>, Vec<client::Receiver>) =
+        conns.into_iter().map(|c| (Arc::new(Mutex::new(c.tx)), c.rx)).unzip();
     let send_to = |i: usize, m: &ClientMsg| -> bool {
         let mut s = writers[i].lock().unwrap_or_else(|p| p.into_inner());
-        proto::write_msg(&mut *s, m).is_ok()
+        s.send(m).is_ok()
     };
     let stop_beats = Arc::new(AtomicBool::new(false));
     {
@@ -185,48 +183,51 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
             while !stop.load(Ordering::Relaxed) {
                 for w in &writers {
                     let mut s = w.lock().unwrap_or_else(|p| p.into_inner());
-                    let _ = proto::write_msg(&mut *s, &ClientMsg::Heartbeat);
+                    let _ = s.send(&ClientMsg::Heartbeat);
                 }
                 std::thread::sleep(Duration::from_millis(proto::HEARTBEAT_MS));
             }
         });
     }
-    let refused = |c: &Conn, m: DaemonMsg| match m {
+    let refused = |i: usize, m: DaemonMsg| match m {
         DaemonMsg::Refused { host, reason } => {
-            CliError::Host { host: c.host.clone(), msg: format!("the daemon on {host} refused: {reason}") }
+            CliError::Host { host: names[i].clone(), msg: format!("the daemon on {host} refused: {reason}") }
         }
-        other => CliError::Host { host: c.host.clone(), msg: format!("unexpected answer {other:?}") },
+        other => CliError::Host { host: names[i].clone(), msg: format!("unexpected answer {other:?}") },
+    };
+    let answer = |i: usize, r: &mut client::Receiver, t: Duration| {
+        r.answer(t)
+            .map_err(|e| CliError::Host { host: names[i].clone(), msg: format!("no answer from the daemon: {e}") })
     };
     // Every host has the binary, with the hash we have; nothing starts otherwise.
     let check = ClientMsg::Check { binary: binary_s.clone(), sha256 };
-    for i in 0..conns.len() {
+    for i in 0..names.len() {
         send_to(i, &check);
     }
     send_to(0, &ClientMsg::FreePort);
     let mut rendezvous = String::new();
-    for (i, c) in conns.iter_mut().enumerate() {
-        match client::answer(c, Duration::from_secs(60))? {
+    for (i, r) in readers.iter_mut().enumerate() {
+        match answer(i, r, Duration::from_secs(60))? {
             DaemonMsg::Checked => {}
-            other => return Err(refused(c, other)),
+            other => return Err(refused(i, other)),
         }
         if i == 0 {
             // The rendezvous: a free port on rank 0's host, at the address we reached it by.
-            match client::answer(c, Duration::from_secs(10))? {
+            match answer(i, r, Duration::from_secs(10))? {
                 DaemonMsg::Port { port, addr } => {
-                    let ip: std::net::IpAddr = addr.parse().unwrap_or(c.addr.ip());
+                    let ip: std::net::IpAddr = addr.parse().unwrap_or(daemon_ips[i]);
                     rendezvous = std::net::SocketAddr::new(ip, port).to_string();
                 }
-                other => return Err(refused(c, other)),
+                other => return Err(refused(i, other)),
             }
         }
     }
     tracing::debug!(%rendezvous, took = ?t0.elapsed(), "binaries checked");
     let (tx, rx) = mpsc::channel::<Ev>();
-    for (i, c) in conns.iter().enumerate() {
-        let mut r = c.stream.try_clone().map_err(CliError::io("connection"))?;
+    for (i, mut r) in readers.into_iter().enumerate() {
         let tx = tx.clone();
         std::thread::spawn(move || loop {
-            match proto::read_msg::<DaemonMsg>(&mut r) {
+            match r.recv() {
                 Ok(m) => {
                     if tx.send(Ev::Msg(i, m)).is_err() {
                         return;
@@ -240,9 +241,11 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
         });
     }
     drop(tx);
-    // Start the ranks.
+    // Start the ranks. They prove this program's own secret to each other at
+    // the rendezvous (a fresh one per program, sent only inside the sessions).
+    let program_secret = proto::program_secret();
     let host_of_rank: Vec<usize> = placement.iter().map(|h| used.iter().position(|u| u == h).unwrap()).collect();
-    for (i, _) in conns.iter().enumerate() {
+    for i in 0..names.len() {
         let ranks: Vec<RankSpec> = (0..opts.n)
             .filter(|&r| host_of_rank[r] == i)
             .map(|r| {
@@ -252,6 +255,7 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
                     ("GOSSAMER_SIZE".to_string(), opts.n.to_string()),
                     ("GOSSAMER_RENDEZVOUS".to_string(), rendezvous.clone()),
                     ("GOSSAMER_HOST".to_string(), client::split_host(&names[i], opts.daemon_port).0),
+                    ("GOSSAMER_SECRET".to_string(), program_secret.clone()),
                 ]);
                 if let Some(t) = opts.threads {
                     env.push(("GOSSAMER_THREADS".to_string(), t.to_string()));
@@ -263,9 +267,10 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
     }
     // Relay until every rank has ended.
     let mut exits: Vec<Option<ExitKind>> = vec![None; opts.n];
-    let mut started = vec![false; conns.len()];
-    let mut lost = vec![false; conns.len()];
-    let mut last_seen = vec![Instant::now(); conns.len()];
+    let mut started = vec![false; names.len()];
+    let mut lost = vec![false; names.len()];
+    let mut last_seen = vec![Instant::now(); names.len()];
+    let mut lines = Lines::new(opts.tag_output);
     let mut failure: Option<String> = None;
     let mut interrupted: Option<i32> = None;
     let mut kill_at: Option<Instant> = None;
@@ -309,7 +314,7 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
                 killed_at = Some(Instant::now());
             }
         }
-        for i in 0..conns.len() {
+        for i in 0..names.len() {
             if !lost[i] && last_seen[i].elapsed() > Duration::from_millis(proto::SILENCE_MS) {
                 lost[i] = true;
                 let m = format!("lost the daemon on host {} (no heartbeat for {} ms)", names[i], proto::SILENCE_MS);
@@ -361,25 +366,21 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
                         kill_all(&lost);
                         killed_at.get_or_insert_with(Instant::now);
                     }
-                    DaemonMsg::Output { rank, stream, line } => {
+                    DaemonMsg::Output { rank, stream, bytes } => {
                         if let Some(f) = first_line.get_mut(rank as usize) {
                             if !*f {
                                 *f = true;
-                                tracing::debug!(rank, took = ?t0.elapsed(), "first line");
+                                tracing::debug!(rank, took = ?t0.elapsed(), "first output");
                             }
                         }
-                        let mut buf = Vec::with_capacity(line.len() + 8);
-                        if opts.tag_output {
-                            buf.extend_from_slice(format!("[{rank}] ").as_bytes());
-                        }
-                        buf.extend_from_slice(&line);
-                        buf.push(b'\n');
                         let _ = match stream {
-                            Stream::Stdout => stdout.lock().write_all(&buf),
-                            Stream::Stderr => stderr.lock().write_all(&buf),
+                            Stream::Stdout => lines.push(rank, stream, &bytes, &mut stdout.lock()),
+                            Stream::Stderr => lines.push(rank, stream, &bytes, &mut stderr.lock()),
                         };
                     }
                     DaemonMsg::Exited { rank, how } => {
+                        let _ = lines.finish(rank, Stream::Stdout, &mut stdout.lock());
+                        let _ = lines.finish(rank, Stream::Stderr, &mut stderr.lock());
                         let r = rank as usize;
                         if r < opts.n {
                             exits[r] = Some(how);
@@ -405,9 +406,14 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
         }
     }
     stop_beats.store(true, Ordering::Relaxed);
+    for (rank, stream) in lines.unfinished() {
+        let _ = match stream {
+            Stream::Stdout => lines.finish(rank, stream, &mut stdout.lock()),
+            Stream::Stderr => lines.finish(rank, stream, &mut stderr.lock()),
+        };
+    }
     for w in &writers {
-        let s = w.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = s.shutdown(std::net::Shutdown::Both);
+        w.lock().unwrap_or_else(|p| p.into_inner()).shutdown();
     }
     let _ = std::io::stdout().flush();
     let rank0 = exits[0];
