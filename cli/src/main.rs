@@ -68,6 +68,16 @@ struct DaemonArgs {
     /// Instead of serving: connect to the daemon at ADDR and print what it runs.
     #[arg(long, value_name = "ADDR", conflicts_with = "listen")]
     status: Option<String>,
+    /// A binary the daemon may start, or a directory of them (repeatable).
+    /// Without any, the daemon starts nothing.
+    #[arg(long, value_name = "PATH")]
+    allow: Vec<PathBuf>,
+    /// Serve even as root (the ranks then run as root).
+    #[arg(long)]
+    allow_root: bool,
+    /// Let launchers set the dynamic loader's variables (LD_*) for ranks.
+    #[arg(long)]
+    allow_loader_env: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -147,7 +157,13 @@ fn go(cli: Cli) -> Result<i32, CliError> {
                 print!("{}", daemon::status(&addr, &secret)?);
                 return Ok(0);
             }
-            daemon::serve(a.listen.as_deref().expect("clap requires --listen"), secret)?;
+            daemon::serve(daemon::Options {
+                listen: a.listen.expect("clap requires --listen"),
+                secret,
+                allow: a.allow,
+                allow_root: a.allow_root,
+                allow_loader_env: a.allow_loader_env,
+            })?;
             Ok(0)
         }
         Cmd::Run(a) => {

@@ -1,0 +1,95 @@
+//! An authenticated session's two directions as tasks.
+//!
+//! * [`reader`]: opens every record with the session's [`Opener`] (at most
+//!   [`RECORD_MAX`] bytes a record, [`proto::MAX_FRAME`] a message) and
+//!   hands whole messages over a small bounded channel. A record that fails
+//!   to open (forged, replayed, reordered, injected) or silence longer than
+//!   [`proto::SILENCE_MS`] ends it with the reason.
+//! * [`writer`]: seals and writes the messages of a bounded queue, so a
+//!   launcher that reads slowly slows those who queue (the ranks' output
+//!   relays), and no one's memory grows.
+
+use std::time::Duration;
+
+use gossamer_session::{Opener, Sealer, RECORD_MAX};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+
+use crate::proto::{self, ClientMsg, DaemonMsg};
+
+/// Messages waiting to be sealed and written, per session.
+pub const OUT_QUEUE: usize = 16;
+
+/// Reads one record of at most `max` bytes into `buf` (a record's length
+/// is checked before anything is stored).
+pub async fn read_record<R: AsyncRead + Unpin>(s: &mut R, buf: &mut Vec<u8>, max: usize) -> Result<(), String> {
+    let len = match s.read_u16().await {
+        Ok(l) => l as usize,
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err("the peer closed the connection".into()),
+        Err(e) => return Err(format!("connection: {e}")),
+    };
+    if len > max {
+        return Err(format!("a record of {len} bytes exceeds the limit of {max}"));
+    }
+    buf.resize(len, 0);
+    s.read_exact(buf).await.map_err(|e| format!("connection: {e}"))?;
+    Ok(())
+}
+
+/// The next message of the session.
+async fn next(s: &mut OwnedReadHalf, opener: &mut Opener, buf: &mut Vec<u8>) -> Result<ClientMsg, String> {
+    loop {
+        read_record(s, buf, RECORD_MAX).await?;
+        match opener.open(buf, proto::MAX_FRAME) {
+            Ok(Some(body)) => return proto::decode(&body).map_err(|e| format!("a malformed message: {e}")),
+            Ok(None) => continue,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Reads messages until the connection ends, fails, or falls silent; the
+/// last item sent is the reason it ended.
+pub async fn reader(mut s: OwnedReadHalf, mut opener: Opener, to: mpsc::Sender<Result<ClientMsg, String>>) {
+    let mut buf = Vec::new();
+    let silence = Duration::from_millis(proto::SILENCE_MS);
+    loop {
+        let r = match tokio::time::timeout(silence, next(&mut s, &mut opener, &mut buf)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no message from the launcher for {} ms", proto::SILENCE_MS)),
+        };
+        let end = r.is_err();
+        if to.send(r).await.is_err() || end {
+            return;
+        }
+    }
+}
+
+/// Seals and writes queued messages until the queue closes or a write
+/// fails; then says why on `lost`.
+pub async fn writer(
+    mut s: OwnedWriteHalf,
+    mut sealer: Sealer,
+    mut queue: mpsc::Receiver<DaemonMsg>,
+    lost: mpsc::UnboundedSender<String>,
+) {
+    while let Some(msg) = queue.recv().await {
+        let records = match proto::encode(&msg)
+            .map_err(|e| e.to_string())
+            .and_then(|b| sealer.seal(&b).map_err(|e| e.to_string()))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = lost.send(format!("cannot send a message: {e}"));
+                return;
+            }
+        };
+        drop(msg);
+        if let Err(e) = s.write_all(&records).await {
+            let _ = lost.send(format!("launcher connection lost ({e})"));
+            return;
+        }
+    }
+    let _ = s.shutdown().await;
+}
