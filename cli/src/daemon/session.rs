@@ -62,7 +62,7 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>,
     };
     info!(%peer, "launcher authenticated");
     let (msgs_tx, msgs) = mpsc::channel(2);
-    let reader = tokio::spawn(wire::reader(rd, opener, msgs_tx));
+    let reader = tokio::spawn(wire::reader(rd, opener, msgs_tx, peer));
     let heartbeat = {
         let out = out.clone();
         tokio::spawn(async move {
@@ -116,9 +116,6 @@ impl Conn {
             }
         };
         let alive = self.ranks.iter().filter(|r| r.alive).count();
-        if why.contains("failed authentication") || why.contains("malformed") {
-            warn!(%peer, "{why}: connection ended");
-        }
         if alive > 0 {
             warn!(%peer, "{why}: killing {alive} rank(s)");
             ranks::signal_all(&self.ranks, libc::SIGKILL);

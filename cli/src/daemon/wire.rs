@@ -9,12 +9,14 @@
 //!   launcher that reads slowly slows those who queue (the ranks' output
 //!   relays), and no one's memory grows.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use gossamer_session::{Opener, Sealer, RECORD_MAX};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
+use tracing::warn;
 
 use crate::proto::{self, ClientMsg, DaemonMsg};
 
@@ -37,25 +39,42 @@ pub async fn read_record<R: AsyncRead + Unpin>(s: &mut R, buf: &mut Vec<u8>, max
     Ok(())
 }
 
-/// The next message of the session.
-async fn next(s: &mut OwnedReadHalf, opener: &mut Opener, buf: &mut Vec<u8>) -> Result<ClientMsg, String> {
+/// The next message of the session. A record that does not open, or a
+/// message that does not decode, is logged with the peer: it is either an
+/// attack on the path or a broken launcher.
+async fn next(
+    s: &mut OwnedReadHalf,
+    opener: &mut Opener,
+    buf: &mut Vec<u8>,
+    peer: SocketAddr,
+) -> Result<ClientMsg, String> {
     loop {
         read_record(s, buf, RECORD_MAX).await?;
-        match opener.open(buf, proto::MAX_FRAME) {
-            Ok(Some(body)) => return proto::decode(&body).map_err(|e| format!("a malformed message: {e}")),
+        let bad = match opener.open(buf, proto::MAX_FRAME) {
+            Ok(Some(body)) => match proto::decode(&body) {
+                Ok(m) => return Ok(m),
+                Err(e) => format!("a malformed message: {e}"),
+            },
             Ok(None) => continue,
-            Err(e) => return Err(e.to_string()),
-        }
+            Err(e) => e.to_string(),
+        };
+        warn!(%peer, "{bad}; connection ended");
+        return Err(bad);
     }
 }
 
 /// Reads messages until the connection ends, fails, or falls silent; the
 /// last item sent is the reason it ended.
-pub async fn reader(mut s: OwnedReadHalf, mut opener: Opener, to: mpsc::Sender<Result<ClientMsg, String>>) {
+pub async fn reader(
+    mut s: OwnedReadHalf,
+    mut opener: Opener,
+    to: mpsc::Sender<Result<ClientMsg, String>>,
+    peer: SocketAddr,
+) {
     let mut buf = Vec::new();
     let silence = Duration::from_millis(proto::SILENCE_MS);
     loop {
-        let r = match tokio::time::timeout(silence, next(&mut s, &mut opener, &mut buf)).await {
+        let r = match tokio::time::timeout(silence, next(&mut s, &mut opener, &mut buf, peer)).await {
             Ok(r) => r,
             Err(_) => Err(format!("no message from the launcher for {} ms", proto::SILENCE_MS)),
         };
