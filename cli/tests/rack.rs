@@ -175,26 +175,40 @@ struct Rig {
 
 impl Rig {
     fn up(hosts: usize) -> Option<Rig> {
-        Rig::up_with(hosts, |_, _| None)
+        Rig::up_with(hosts, &[], |_, _| None)
     }
 
-    /// `wrap(i, daemon_args)` may give another command for host i's daemon.
-    fn up_with(hosts: usize, wrap: impl Fn(usize, &[String]) -> Option<(PathBuf, Vec<String>)>) -> Option<Rig> {
+    /// Daemons that may start the example programs and whatever `allow`
+    /// names, as root (the namespaces need it); `wrap(i, daemon_args)` may
+    /// give another command for host i's daemon.
+    fn up_with(
+        hosts: usize,
+        allow: &[&Path],
+        wrap: impl Fn(usize, &[String]) -> Option<(PathBuf, Vec<String>)>,
+    ) -> Option<Rig> {
         let rack = netns::sim_rack_or_skip(hosts)?;
         let tag = tag();
         let dir = std::env::temp_dir().join(format!("gossamer-{tag}"));
         std::fs::create_dir_all(&dir).unwrap();
         let secret = secret_file(&dir, "secret", "correct horse battery staple\n", 0o600);
         let mut rig = Rig { rack, tag, dir, secret, daemons: vec![], logs: vec![] };
+        let examples = exe().parent().unwrap().join("examples");
+        std::fs::create_dir_all(&examples).unwrap();
         for i in 0..hosts {
             let log = rig.dir.join(format!("daemon{i}.log"));
-            let args: Vec<String> = vec![
+            let mut args: Vec<String> = vec![
                 "daemon".into(),
                 "--listen".into(),
                 format!("{}:{PORT}", rig.rack.addr(i)),
                 "--secret-file".into(),
                 rig.secret.display().to_string(),
+                "--allow-root".into(),
+                "--allow".into(),
+                examples.display().to_string(),
             ];
+            for a in allow {
+                args.extend(["--allow".into(), a.display().to_string()]);
+            }
             let mut cmd = match wrap(i, &args) {
                 Some((prog, wargs)) => {
                     let mut c = rig.rack.command(i, &prog);
@@ -435,7 +449,7 @@ fn different_binary_on_one_host_is_refused_naming_it() {
     }
     let gossamer = exe().display().to_string();
     let (a, o) = (app.display().to_string(), other.display().to_string());
-    let Some(rig) = Rig::up_with(3, |i, args| {
+    let Some(rig) = Rig::up_with(3, &[&dir], |i, args| {
         (i == 1).then(|| {
             let script = format!("mount --bind {o} {a} && exec {gossamer} \"$@\"");
             let mut w = vec!["-m".into(), "--propagation".into(), "private".into(), "sh".into(), "-c".into(), script];
