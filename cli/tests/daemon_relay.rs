@@ -1,7 +1,7 @@
 //! A relay between a real client and the daemon passes the handshake
 //! through, then injects records of its own: a record sealed in an earlier
-//! session of the same secret (a Start of `/bin/sh -c 'touch MARKER'`) and
-//! random bytes. Each ends the connection, nothing runs, the daemon logs
+//! session of the same secret (a Start of `/bin/sh -c 'touch MARKER'`), the
+//! same Start in the clear, and random bytes. Each ends the connection, nothing runs, the daemon logs
 //! the peer and serves the next client.
 
 mod common;
@@ -71,10 +71,19 @@ fn injected_records_are_refused_and_nothing_runs() {
         let body = gossamer_cli::proto::encode(&shell(&marker)).unwrap();
         earlier.sealer.seal(&body).unwrap()
     };
+    // The same Start in the clear, framed as a record (what a relay could
+    // send when frames were not bound to the session).
+    let plain = {
+        let body = gossamer_cli::proto::encode(&shell(&marker)).unwrap();
+        let mut r = (body.len() as u16).to_be_bytes().to_vec();
+        r.extend_from_slice(&body);
+        r
+    };
     let mut random = vec![0u8, 200];
     random.extend((0..200u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8));
 
-    for (what, injected) in [("a captured record", &captured), ("random bytes", &random)] {
+    for (what, injected) in [("a captured record", &captured), ("a plaintext Start", &plain), ("random bytes", &random)]
+    {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let at = listener.local_addr().unwrap().to_string();
         let r = relay(listener, daemon.addr);
