@@ -245,7 +245,7 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
     // the rendezvous (a fresh one per program, sent only inside the sessions).
     let program_secret = proto::program_secret();
     let host_of_rank: Vec<usize> = placement.iter().map(|h| used.iter().position(|u| u == h).unwrap()).collect();
-    for i in 0..names.len() {
+    for (i, name) in names.iter().enumerate() {
         let ranks: Vec<RankSpec> = (0..opts.n)
             .filter(|&r| host_of_rank[r] == i)
             .map(|r| {
@@ -254,7 +254,7 @@ pub fn run(opts: RunOpts) -> Result<i32, CliError> {
                     ("GOSSAMER_RANK".to_string(), r.to_string()),
                     ("GOSSAMER_SIZE".to_string(), opts.n.to_string()),
                     ("GOSSAMER_RENDEZVOUS".to_string(), rendezvous.clone()),
-                    ("GOSSAMER_HOST".to_string(), client::split_host(&names[i], opts.daemon_port).0),
+                    ("GOSSAMER_HOST".to_string(), client::split_host(name, opts.daemon_port).0),
                     ("GOSSAMER_SECRET".to_string(), program_secret.clone()),
                 ]);
                 if let Some(t) = opts.threads {
