@@ -67,9 +67,10 @@ fn injected_records_are_refused_and_nothing_runs() {
     // A record captured from an earlier session: sealed by a real client
     // with the secret, right after its Hello.
     let captured = {
-        let mut earlier = Client::connect(daemon.addr);
+        let earlier = Client::connect(daemon.addr);
         let body = gossamer_cli::proto::encode(&shell(&marker)).unwrap();
-        earlier.sealer.seal(&body).unwrap()
+        let record = earlier.sealer.lock().unwrap().seal(&body).unwrap();
+        record
     };
     // The same Start in the clear, framed as a record (what a relay could
     // send when frames were not bound to the session).

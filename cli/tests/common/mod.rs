@@ -9,6 +9,8 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gossamer_cli::proto::{self, ClientMsg, DaemonMsg};
@@ -137,7 +139,7 @@ impl Drop for Daemon {
 /// A session with a daemon, driven directly.
 pub struct Client {
     pub stream: TcpStream,
-    pub sealer: Sealer,
+    pub sealer: Arc<Mutex<Sealer>>,
     pub opener: Opener,
 }
 
@@ -152,7 +154,7 @@ impl Client {
             gossamer_session::connect(&mut stream, &proto::psk(SECRET.as_bytes()), proto::PROLOGUE, deadline, &hello)
                 .unwrap();
         let (sealer, opener) = s.split();
-        let mut c = Client { stream, sealer, opener };
+        let mut c = Client { stream, sealer: Arc::new(Mutex::new(sealer)), opener };
         match c.next(Duration::from_secs(10)) {
             Some(DaemonMsg::Welcome { .. }) => c,
             other => panic!("no welcome: {other:?}"),
@@ -160,7 +162,7 @@ impl Client {
     }
 
     pub fn send(&mut self, m: &ClientMsg) {
-        proto::send(&mut self.stream, &mut self.sealer, m).unwrap();
+        proto::send(&mut self.stream, &mut self.sealer.lock().unwrap(), m).unwrap();
     }
 
     /// The next message other than a heartbeat within `timeout`, or `None`.
@@ -181,25 +183,34 @@ impl Client {
         self.next(Duration::from_secs(20)).expect("no answer")
     }
 
-    /// Keeps the session alive while waiting for messages until `done`.
+    /// Hands every message to `each` until it returns true (then `true`),
+    /// while a thread sends heartbeats; `false` after `timeout` or if the
+    /// session ends. Reads wait long (the daemon's heartbeats come every
+    /// 400 ms), so a deadline never cuts a record in two.
     pub fn pump(&mut self, timeout: Duration, mut each: impl FnMut(DaemonMsg) -> bool) -> bool {
-        let start = Instant::now();
-        let mut beat = Instant::now();
-        while start.elapsed() < timeout {
-            if beat.elapsed() > Duration::from_millis(proto::HEARTBEAT_MS) {
-                self.send(&ClientMsg::Heartbeat);
-                beat = Instant::now();
-            }
-            match self.next(Duration::from_millis(proto::HEARTBEAT_MS)) {
-                Some(m) => {
-                    if each(m) {
-                        return true;
+        let stop = Arc::new(AtomicBool::new(false));
+        let beat = {
+            let (stop, sealer, mut w) = (stop.clone(), self.sealer.clone(), self.stream.try_clone().unwrap());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if proto::send(&mut w, &mut sealer.lock().unwrap(), &ClientMsg::Heartbeat).is_err() {
+                        return;
                     }
+                    std::thread::sleep(Duration::from_millis(proto::HEARTBEAT_MS));
                 }
-                None => {}
+            })
+        };
+        let start = Instant::now();
+        let mut done = false;
+        while !done && start.elapsed() < timeout {
+            match self.next(Duration::from_secs(30)) {
+                Some(m) => done = each(m),
+                None => break,
             }
         }
-        false
+        stop.store(true, Ordering::Relaxed);
+        beat.join().unwrap();
+        done
     }
 }
 
