@@ -125,10 +125,10 @@ pub fn watch(
             Err(_) => ExitKind::Code(-1),
         };
         info!(rank, pid, "rank {how}");
-        let _ =
-            tokio::time::timeout(Duration::from_millis(proto::SILENCE_MS), out.send(DaemonMsg::Exited { rank, how }))
-                .await;
         let _ = exited.send(rank);
+        // Waits behind the rank's output however slowly the launcher reads;
+        // fails at once when the session is over.
+        let _ = out.send(DaemonMsg::Exited { rank, how }).await;
     });
 }
 
