@@ -15,7 +15,6 @@ use socket2::{Domain, Socket, Type};
 
 /// The stated bounds (cli/README.md, the daemon's module doc), in KiB.
 const UNAUTHENTICATED_KIB: u64 = 16;
-const UNAUTHENTICATED_MAX: u64 = 256;
 const SESSION_KIB: u64 = 3 << 10;
 const PER_RANK_KIB: u64 = 128;
 
@@ -94,7 +93,7 @@ fn big_records_and_endless_lines_stay_within_the_bound() {
     drop(peers);
 
     let hwm = daemon.status_field("VmHWM");
-    let bound = UNAUTHENTICATED_MAX * UNAUTHENTICATED_KIB + SESSION_KIB + PER_RANK_KIB;
+    let bound = gossamer_cli::daemon::UNAUTHENTICATED as u64 * UNAUTHENTICATED_KIB + SESSION_KIB + PER_RANK_KIB;
     eprintln!(
         "FIGURE {got} bytes in {pieces} pieces (largest {largest}) in {took:?}; daemon VmHWM {base} KiB before, \
          {hwm} KiB after (+{} KiB; stated bound +{bound} KiB)",

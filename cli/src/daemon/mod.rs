@@ -7,16 +7,16 @@
 //! # Staying up
 //!
 //! The daemon is one event loop (a single-threaded tokio runtime on the
-//! main thread) and [`hasher::THREADS`] hashing threads, all created at
+//! main thread) and [`HASH_THREADS`] hashing threads, all created at
 //! start: no thread is created per connection or on demand, so a task
 //! limit cannot make it fail later. Every resource failure (accept, fork,
 //! pipe, descriptor) is logged and refused, and the daemon carries on.
 //!
 //! * A connection must finish the handshake, its first message included,
-//!   within [`proto::HANDSHAKE`]; at most [`limits::PER_PEER`]
+//!   within [`proto::HANDSHAKE`]; at most [`PER_PEER`]
 //!   unauthenticated connections per peer address and
-//!   [`limits::UNAUTHENTICATED`] in all are held (more are closed at once),
-//!   and at most [`limits::SESSIONS`] authenticated sessions.
+//!   [`UNAUTHENTICATED`] in all are held (more are closed at once),
+//!   and at most [`SESSIONS`] authenticated sessions.
 //! * Every message after the handshake is opened by the session: a record
 //!   that is forged, replayed, reordered or injected ends the connection,
 //!   and the ranks it started are killed.
@@ -24,12 +24,12 @@
 //! # Memory per connection
 //!
 //! * **Unauthenticated:** at most the handshake record (1 KiB) and the
-//!   first message's record ([`handshake::FIRST_RECORD_MAX`]), plus the
+//!   first message's record ([`FIRST_RECORD_MAX`]), plus the
 //!   Noise state and the task: under 16 KiB, so under 4 MiB for all
-//!   [`limits::UNAUTHENTICATED`] of them.
+//!   [`UNAUTHENTICATED`] of them.
 //! * **Authenticated:** one record buffer (64 KiB), one message being
 //!   assembled and decoded (at most [`proto::MAX_FRAME`], twice), the
-//!   outgoing queue ([`wire::OUT_QUEUE`] messages; output pieces are at
+//!   outgoing queue ([`OUT_QUEUE`] messages; output pieces are at
 //!   most [`proto::OUTPUT_CHUNK`]) and the message being sealed: under
 //!   3 MiB; plus, per rank, two pipe buffers and two pieces waiting for the
 //!   queue: 128 KiB. A connection starts at most [`MAX_RANKS`] ranks.
@@ -54,8 +54,12 @@ use std::time::Duration;
 use gossamer_session::Psk;
 use tracing::{info, warn};
 
+pub use handshake::FIRST_RECORD_MAX;
+pub use hasher::THREADS as HASH_THREADS;
 pub use info::host_info;
+pub use limits::{PER_PEER, SESSIONS, UNAUTHENTICATED};
 pub use policy::{check_binary, Policy};
+pub use wire::OUT_QUEUE;
 
 use crate::proto::{self, ClientMsg, DaemonMsg};
 use crate::CliError;

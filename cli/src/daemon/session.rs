@@ -53,11 +53,13 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>,
     let (rd, wr) = stream.into_split();
     let (out, queue) = mpsc::channel::<DaemonMsg>(wire::OUT_QUEUE);
     let (lost_tx, lost) = mpsc::unbounded_channel::<String>();
-    let writer = tokio::spawn(wire::writer(wr, sealer, queue, lost_tx));
+    let mut writer = tokio::spawn(wire::writer(wr, sealer, queue, lost_tx));
     let _ = out.send(first).await;
     let Some(_slot) = slot else {
+        // The refusal goes out (bounded), then the connection closes.
         drop(out);
-        let _ = tokio::time::timeout(Duration::from_secs(1), writer).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), &mut writer).await;
+        writer.abort();
         return;
     };
     info!(%peer, "launcher authenticated");
