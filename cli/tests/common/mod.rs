@@ -146,6 +146,14 @@ pub struct Client {
 impl Client {
     /// Handshake and Hello; panics unless Welcome comes.
     pub fn connect(addr: SocketAddr) -> Client {
+        match Client::hello(addr) {
+            (c, Some(DaemonMsg::Welcome { .. })) => c,
+            (_, other) => panic!("no welcome: {other:?}"),
+        }
+    }
+
+    /// Handshake and Hello; the daemon's answer.
+    pub fn hello(addr: SocketAddr) -> (Client, Option<DaemonMsg>) {
         let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
         stream.set_nodelay(true).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -155,10 +163,13 @@ impl Client {
                 .unwrap();
         let (sealer, opener) = s.split();
         let mut c = Client { stream, sealer: Arc::new(Mutex::new(sealer)), opener };
-        match c.next(Duration::from_secs(10)) {
-            Some(DaemonMsg::Welcome { .. }) => c,
-            other => panic!("no welcome: {other:?}"),
-        }
+        let first = c.next(Duration::from_secs(10));
+        (c, first)
+    }
+
+    /// What a heartbeat thread needs to keep this session alive.
+    pub fn beater(&self) -> (TcpStream, Arc<Mutex<Sealer>>) {
+        (self.stream.try_clone().unwrap(), self.sealer.clone())
     }
 
     pub fn send(&mut self, m: &ClientMsg) {

@@ -1,0 +1,58 @@
+//! The cap on authenticated sessions: with all of them open (and kept
+//! alive), the next launcher is told so and turned away; once one closes,
+//! a launcher is welcome again.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{Client, Daemon, TempDir};
+use gossamer_cli::daemon::SESSIONS;
+use gossamer_cli::proto::{self, ClientMsg, DaemonMsg};
+
+#[test]
+fn sessions_over_the_cap_are_refused_and_the_daemon_recovers() {
+    let dir = TempDir::new("caps");
+    let secret = dir.secret();
+    let args: &[&str] = if common::root() { &["--allow-root"] } else { &[] };
+    let daemon = Daemon::start(&[], &common::exe(), &secret, &dir.0.join("daemon.log"), args);
+    let mut open: Vec<Client> = (0..SESSIONS).map(|_| Client::connect(daemon.addr)).collect();
+    // Heartbeats for all of them, so none falls silent while the test runs.
+    let stop = Arc::new(AtomicBool::new(false));
+    let beat = {
+        let (stop, mut beaters) = (stop.clone(), open.iter().map(Client::beater).collect::<Vec<_>>());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for (w, sealer) in beaters.iter_mut() {
+                    let _ = proto::send(w, &mut sealer.lock().unwrap(), &ClientMsg::Heartbeat);
+                }
+                std::thread::sleep(Duration::from_millis(proto::HEARTBEAT_MS));
+            }
+        })
+    };
+    let (_, answer) = Client::hello(daemon.addr);
+    match answer {
+        Some(DaemonMsg::Refused { reason, .. }) => assert!(reason.contains("sessions"), "{reason}"),
+        other => panic!("session {} was not refused: {other:?}", SESSIONS + 1),
+    }
+    // One closes; a launcher is welcome again (bounded wait for the close to be seen).
+    let gone = open.pop().unwrap();
+    gone.stream.shutdown(std::net::Shutdown::Both).unwrap();
+    drop(gone);
+    let start = Instant::now();
+    loop {
+        match Client::hello(daemon.addr) {
+            (_, Some(DaemonMsg::Welcome { .. })) => break,
+            (_, other) => {
+                assert!(start.elapsed() < Duration::from_secs(5), "still refused: {other:?}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    beat.join().unwrap();
+    let mut c = open.pop().unwrap();
+    assert!(matches!(c.request(&ClientMsg::Status), DaemonMsg::Running { .. }));
+}
