@@ -18,7 +18,13 @@ fn sessions_over_the_cap_are_refused_and_the_daemon_recovers() {
     let secret = dir.secret();
     let args: &[&str] = if common::root() { &["--allow-root"] } else { &[] };
     let daemon = Daemon::start(&[], &common::exe(), &secret, &dir.0.join("daemon.log"), args);
+    let before = daemon.status_field("VmRSS");
     let mut open: Vec<Client> = (0..SESSIONS).map(|_| Client::connect(daemon.addr)).collect();
+    let after = daemon.status_field("VmRSS");
+    eprintln!(
+        "FIGURE {SESSIONS} idle sessions: daemon VmRSS {before} -> {after} KiB ({} KiB each)",
+        (after.saturating_sub(before)) / SESSIONS as u64
+    );
     // Heartbeats for all of them, so none falls silent while the test runs.
     let stop = Arc::new(AtomicBool::new(false));
     let beat = {

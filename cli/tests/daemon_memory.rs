@@ -1,8 +1,8 @@
 //! The daemon's memory stays bounded by what it states per connection:
 //! 300 unauthenticated peers announcing maximal records (from 300 source
-//! addresses, so the total cap is what holds them), and a rank printing
+//! addresses, so the total cap is what holds them), a rank printing
 //! 400 MB without a newline through a real session, every byte of which
-//! arrives.
+//! arrives, and the largest message a launcher may send.
 
 mod common;
 
@@ -15,7 +15,7 @@ use socket2::{Domain, Socket, Type};
 
 /// The stated bounds (cli/README.md, the daemon's module doc), in KiB.
 const UNAUTHENTICATED_KIB: u64 = 16;
-const SESSION_KIB: u64 = 3 << 10;
+const SESSION_KIB: u64 = 6 << 10;
 const PER_RANK_KIB: u64 = 128;
 
 const BYTES: u64 = 400_000_000;
@@ -87,6 +87,12 @@ fn big_records_and_endless_lines_stay_within_the_bound() {
     });
     let took = t.elapsed();
     drop(peers);
+    // The largest message a launcher may send, on the same session.
+    let huge = ClientMsg::Check { binary: "/".repeat(gossamer_cli::proto::MAX_FRAME - 64), sha256: [0; 32] };
+    match c.request(&huge) {
+        DaemonMsg::Refused { reason, .. } => assert!(reason.contains("longer than"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
 
     let hwm = daemon.status_field("VmHWM");
     let bound = gossamer_cli::daemon::UNAUTHENTICATED as u64 * UNAUTHENTICATED_KIB + SESSION_KIB + PER_RANK_KIB;

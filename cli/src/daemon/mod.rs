@@ -27,12 +27,15 @@
 //!   first message's record ([`FIRST_RECORD_MAX`]), plus the
 //!   Noise state and the task: under 16 KiB, so under 4 MiB for all
 //!   [`UNAUTHENTICATED`] of them.
-//! * **Authenticated:** one record buffer (64 KiB), one message being
-//!   assembled and decoded (at most [`proto::MAX_FRAME`], twice), the
-//!   outgoing queue ([`OUT_QUEUE`] messages; output pieces are at
-//!   most [`proto::OUTPUT_CHUNK`]) and the message being sealed: under
-//!   3 MiB; plus, per rank, two pipe buffers and two pieces waiting for the
-//!   queue: 128 KiB. A connection starts at most [`MAX_RANKS`] ranks.
+//! * **Authenticated:** coming in, one record buffer (64 KiB) and one
+//!   message being assembled and then decoded (at most [`proto::MAX_FRAME`],
+//!   twice); going out, the queue ([`OUT_QUEUE`] messages of at most
+//!   [`OUT_BUDGET`] bytes together, the one being written included) and,
+//!   while a message is written, its encoding and its sealed records (each
+//!   about its size): under 6 MiB in all (when only output flows, the queue
+//!   holds at most 16 pieces of [`proto::OUTPUT_CHUNK`]); plus, per rank, two
+//!   pipe buffers and two pieces waiting for the queue: 128 KiB. A
+//!   connection starts at most [`MAX_RANKS`] ranks.
 //!
 //! The output of a rank, however long its lines, never adds to this: it
 //! is relayed in pieces as it arrives, and a slow launcher slows the ranks.
@@ -59,7 +62,7 @@ pub use hasher::THREADS as HASH_THREADS;
 pub use info::host_info;
 pub use limits::{PER_PEER, SESSIONS, UNAUTHENTICATED};
 pub use policy::{check_binary, Policy};
-pub use wire::OUT_QUEUE;
+pub use wire::{OUT_BUDGET, OUT_QUEUE};
 
 use crate::proto::{self, ClientMsg, DaemonMsg};
 use crate::CliError;

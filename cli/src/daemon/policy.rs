@@ -44,6 +44,7 @@ impl Policy {
 
     /// The canonical path of `binary` if the policy allows it.
     pub fn permit(&self, binary: &str) -> Result<PathBuf, String> {
+        check_length(binary)?;
         if self.starts_nothing() {
             return Err("this daemon starts nothing: it was started without --allow; restart it with \
                         `--allow PATH` naming the binaries or directories it may start"
@@ -80,6 +81,17 @@ impl Policy {
         }
         Ok(())
     }
+}
+
+/// The longest binary path accepted (Linux's `PATH_MAX`).
+pub const PATH_MAX: usize = 4096;
+
+/// Refuses a path too long to be one, without repeating it.
+pub fn check_length(binary: &str) -> Result<(), String> {
+    if binary.len() > PATH_MAX {
+        return Err(format!("a binary path of {} bytes is longer than {PATH_MAX}", binary.len()));
+    }
+    Ok(())
 }
 
 /// Refuses to serve as root unless asked to: the ranks would run as root.

@@ -21,6 +21,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tracing::info;
 
+use super::wire::Out;
 use crate::proto::{self, DaemonMsg, ExitKind, RankSpec, RunningRank, Stream};
 
 /// The ranks every session runs now, by pid (for `Status`).
@@ -91,13 +92,7 @@ pub fn spawn(
 
 /// Relays `child`'s output to `out` and, once it has ended and its output
 /// is through (bounded), reports its end to `out` and on `exited`.
-pub fn watch(
-    rank: u32,
-    mut child: Child,
-    out: mpsc::Sender<DaemonMsg>,
-    exited: mpsc::UnboundedSender<u32>,
-    registry: Registry,
-) {
+pub fn watch(rank: u32, mut child: Child, out: Out, exited: mpsc::UnboundedSender<u32>, registry: Registry) {
     let relays: Vec<_> = [
         child.stdout.take().map(|o| tokio::spawn(relay(o, rank, Stream::Stdout, out.clone()))),
         child.stderr.take().map(|e| tokio::spawn(relay(e, rank, Stream::Stderr, out.clone()))),
@@ -134,7 +129,7 @@ pub fn watch(
 
 /// Reads `pipe` in pieces of at most [`proto::OUTPUT_CHUNK`] bytes and queues
 /// each as it arrives, until the pipe ends or the session does.
-async fn relay(mut pipe: impl AsyncRead + Unpin, rank: u32, stream: Stream, out: mpsc::Sender<DaemonMsg>) {
+async fn relay(mut pipe: impl AsyncRead + Unpin, rank: u32, stream: Stream, out: Out) {
     let mut buf = vec![0u8; proto::OUTPUT_CHUNK];
     loop {
         let n = tokio::select! {

@@ -51,7 +51,7 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>,
     };
     let local_ip = stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let (rd, wr) = stream.into_split();
-    let (out, queue) = mpsc::channel::<DaemonMsg>(wire::OUT_QUEUE);
+    let (out, queue) = wire::queue();
     let (lost_tx, lost) = mpsc::unbounded_channel::<String>();
     let mut writer = tokio::spawn(wire::writer(wr, sealer, queue, lost_tx));
     let _ = out.send(first).await;
@@ -72,7 +72,7 @@ pub async fn serve(mut stream: TcpStream, peer: SocketAddr, shared: Arc<Shared>,
             loop {
                 tick.tick().await;
                 // A full queue is traffic enough; a closed one is the end.
-                if let Err(mpsc::error::TrySendError::Closed(_)) = out.try_send(DaemonMsg::Heartbeat) {
+                if let Err(Some(wire::Closed)) = out.try_send(DaemonMsg::Heartbeat) {
                     return;
                 }
             }
@@ -90,7 +90,7 @@ struct Conn {
     /// The daemon's address on this connection.
     local_ip: String,
     shared: Arc<Shared>,
-    out: mpsc::Sender<DaemonMsg>,
+    out: wire::Out,
     ranks: Vec<Rank>,
     exited: (mpsc::UnboundedSender<u32>, mpsc::UnboundedReceiver<u32>),
 }
@@ -187,12 +187,20 @@ impl Conn {
             }
             ClientMsg::Query => DaemonMsg::Info(super::info::host_info_async(&self.shared.host).await),
             ClientMsg::Status => {
+                // As many ranks as fit half the queue's budget (all of them,
+                // short of thousands of ranks with long paths).
+                let mut room = wire::OUT_BUDGET / 2;
                 let ranks = self
                     .shared
                     .registry
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .values()
+                    .take_while(|(r, _)| {
+                        let size = r.binary.len() + r.launcher.len() + 32;
+                        room = room.saturating_sub(size);
+                        room > 0
+                    })
                     .map(|(r, t)| RunningRank { seconds: t.elapsed().as_secs(), ..r.clone() })
                     .collect();
                 DaemonMsg::Running { host: self.shared.host.clone(), ranks }
@@ -214,6 +222,10 @@ impl Conn {
         names.sort_unstable();
         names.dedup();
         let ranks: Vec<u32> = specs.iter().map(|s| s.rank).collect();
+        if let Err(reason) = super::policy::check_length(&binary) {
+            warn!(%peer, "refused to start: {reason}");
+            return Ok(Some(self.refused(reason)));
+        }
         info!(%peer, %binary, ?args, variables = ?names, ?ranks, "start requested");
         if !self.ranks.is_empty() {
             return Ok(Some(self.refused("this connection already started ranks")));
