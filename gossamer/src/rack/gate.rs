@@ -12,9 +12,11 @@
 //! [`PENDING_MAX`] at once; more are closed at once), within
 //! [`HANDSHAKE`]. A peer that fails, stalls or sends garbage is dropped and
 //! logged (its address and why), having read nothing; rank 0 keeps waiting
-//! for its ranks. Before a peer is authenticated rank 0 reads at most two
-//! handshake records of [`HANDSHAKE_RECORD_MAX`] bytes plus the sealed hello
-//! of at most [`HELLO_MAX`] bytes, and writes one 48-byte handshake reply.
+//! for its ranks. Before a peer is authenticated rank 0 reads and stores at
+//! most one handshake record of [`HANDSHAKE_RECORD_MAX`] bytes and one
+//! record of [`HELLO_MAX`]` + 17` bytes (the sealed hello; a longer one is
+//! refused from its length) — 5.2 KiB with the lengths — and writes one
+//! 50-byte handshake reply; a handshake thread has a [`STACK`]-byte stack.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -37,6 +39,8 @@ pub(super) const HANDSHAKE: Duration = Duration::from_secs(5);
 pub(super) const HELLO_MAX: usize = 4096;
 /// Connections being handshaken at once; more are closed at once.
 pub(super) const PENDING_MAX: usize = 64;
+/// The stack of a handshake thread (the handshake and a hello need little).
+const STACK: usize = 256 << 10;
 /// How long a process keeps trying when rank 0 closes the connection
 /// during the handshake (a wrong secret, or rank 0 busy with
 /// [`PENDING_MAX`] strangers) before it gives up.
@@ -108,7 +112,7 @@ impl Gate {
         let guard = Pending(self.pending.clone());
         let (psk, tx) = (self.psk.clone(), self.tx.clone());
         let deadline = Instant::now() + HANDSHAKE;
-        let spawned = std::thread::Builder::new().name("gossamer-gate".into()).spawn(move || {
+        let spawned = std::thread::Builder::new().name("gossamer-gate".into()).stack_size(STACK).spawn(move || {
             let _guard = guard;
             let mut s = s;
             match admit(&mut s, &psk, deadline) {
