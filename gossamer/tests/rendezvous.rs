@@ -56,6 +56,12 @@ fn now_ms() -> u128 {
 /// Rank `r` of a program of `size`, started by hand.
 fn rank(r: usize, size: usize, rendezvous: &str, secret: Option<&str>) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
+    set_rank(&mut c, r, size, rendezvous, secret);
+    c
+}
+
+/// Makes `c` (this test binary) rank `r` of a program of `size`.
+fn set_rank(c: &mut Command, r: usize, size: usize, rendezvous: &str, secret: Option<&str>) {
     c.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
         .env("GOSSAMER_SCENARIO", "sum")
         .env("GOSSAMER_RANK", r.to_string())
@@ -69,7 +75,6 @@ fn rank(r: usize, size: usize, rendezvous: &str, secret: Option<&str>) -> Comman
     if let Some(s) = secret {
         c.env("GOSSAMER_SECRET", s);
     }
-    c
 }
 
 /// The hello of the control protocol (its first variant), as a stranger
@@ -112,61 +117,97 @@ fn noise_first(host: &str) -> Vec<u8> {
     bytes
 }
 
-/// Connects (retrying until rank 0 listens), attacks, then reads until the
-/// connection ends: returns the attacker's address and the bytes it read.
-fn attack(addr: &str, kind: Attack) -> std::thread::JoinHandle<(String, usize, String)> {
+/// Connects, retrying until rank 0 listens.
+fn connect(addr: &str) -> TcpStream {
     let start = Instant::now();
-    let mut s = loop {
+    loop {
         match TcpStream::connect(addr) {
-            Ok(s) => break s,
-            Err(e) if start.elapsed() < Duration::from_secs(30) => {
-                let _ = e;
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            Ok(s) => return s,
+            Err(_) if start.elapsed() < Duration::from_secs(30) => std::thread::sleep(Duration::from_millis(10)),
             Err(e) => panic!("rank 0 never listened at {addr}: {e}"),
         }
-    };
+    }
+}
+
+/// Attacks over `s`, then reads until the connection ends: returns the
+/// attacker's address, the bytes it read, and how it ended.
+fn attack_over(mut s: TcpStream, kind: Attack) -> (String, usize, String) {
     let me = s.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let bytes: Vec<u8> = match kind {
-            Attack::Garbage => {
-                let mut x = now_ms() as u64 | 1;
-                (0..64)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect()
-            }
-            Attack::Silent => Vec::new(),
-            Attack::Squatter => noise_first("localhost"),
-            Attack::FarHost => noise_first("far-away-host"),
-            Attack::Plaintext => {
-                let body = forged_hello("localhost");
-                let mut v = (body.len() as u32).to_le_bytes().to_vec();
-                v.extend_from_slice(&body);
-                v
-            }
-        };
-        if !bytes.is_empty() {
-            s.write_all(&bytes).unwrap();
+    let bytes: Vec<u8> = match kind {
+        Attack::Garbage => {
+            let mut x = now_ms() as u64 | 1;
+            (0..64)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect()
         }
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let mut got = 0;
-        let mut buf = [0u8; 4096];
-        let end = loop {
-            match s.read(&mut buf) {
-                Ok(0) => break "end of stream".to_string(),
-                Ok(n) => got += n,
-                // A reset after the orderly end would be no leak either.
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break "reset".into(),
-                Err(e) => break format!("no end within 20 s: {e}"),
-            }
-        };
-        (me, got, format!("{kind:?}: {end}"))
-    })
+        Attack::Silent => Vec::new(),
+        Attack::Squatter => noise_first("localhost"),
+        Attack::FarHost => noise_first("far-away-host"),
+        Attack::Plaintext => {
+            let body = forged_hello("localhost");
+            let mut v = (body.len() as u32).to_le_bytes().to_vec();
+            v.extend_from_slice(&body);
+            v
+        }
+    };
+    if !bytes.is_empty() {
+        s.write_all(&bytes).unwrap();
+    }
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut got = 0;
+    let mut buf = [0u8; 4096];
+    let end = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break "end of stream".to_string(),
+            Ok(n) => got += n,
+            // A reset after the orderly end would be no leak either.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break "reset".into(),
+            Err(e) => break format!("no end within 20 s: {e}"),
+        }
+    };
+    (me, got, format!("{kind:?}: {end}"))
+}
+
+/// Connects (once rank 0 listens), then attacks on a thread of its own.
+fn attack(addr: &str, kind: Attack) -> std::thread::JoinHandle<(String, usize, String)> {
+    let s = connect(addr);
+    std::thread::spawn(move || attack_over(s, kind))
+}
+
+/// Checks what the attackers got and that rank 0 (output `t0`) logged each.
+fn check_attackers(results: &[(String, usize, String)], t0: &str) {
+    for (me, got, how) in results {
+        assert_eq!(*got, 0, "attacker {me} ({how}) read {got} bytes");
+        assert!(!how.contains("no end"), "attacker {me} ({how}) was never dropped");
+        assert!(t0.contains(&format!("rendezvous: dropped {me}: ")), "rank 0 did not log {me} ({how}):\n{t0}");
+    }
+}
+
+/// Every attack from one process (run in a simulated host): connects them
+/// all, says so, then prints one `ATTACK addr bytes how` line each.
+#[test]
+fn attacker_entry() {
+    let Ok(addr) = std::env::var("RENDEZVOUS_ATTACK") else { return };
+    let handles: Vec<_> = ATTACKS.iter().map(|&k| attack(&addr, k)).collect();
+    println!("CONNECTED");
+    for h in handles {
+        let (me, got, how) = h.join().unwrap();
+        println!("ATTACK {me} {got} {how}");
+    }
+}
+
+/// The time at which rank 0's program started, from its output.
+fn started_at(t0: &str) -> u128 {
+    t0.split("RENDEZVOUS started at ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no start time in:\n{t0}"))
 }
 
 // ---- the tests -------------------------------------------------------------
@@ -197,20 +238,10 @@ fn strangers_at_the_rendezvous_learn_nothing_and_do_not_stop_the_program() {
         assert!(out2.status.success(), "{}", text(&out2));
         assert!(t0.contains("ranks [0, 1, 2]") && t0.contains("RENDEZVOUS ok"), "{t0}");
         // Promptly: the program's main ran soon after the last rank was started.
-        let started: u128 = t0
-            .split("RENDEZVOUS started at ")
-            .nth(1)
-            .and_then(|r| r.split(' ').next())
-            .and_then(|v| v.parse().ok())
-            .expect("start time");
-        let waited = started.saturating_sub(joined);
+        let waited = started_at(&t0).saturating_sub(joined);
         assert!(waited < 4000, "the program started {waited} ms after its last rank: stalled by the attackers\n{t0}");
-        for a in attackers {
-            let (me, got, how) = a.join().unwrap();
-            assert_eq!(got, 0, "attacker {me} ({how}) read {got} bytes");
-            assert!(!how.contains("no end"), "attacker {me} ({how}) was never dropped");
-            assert!(t0.contains(&format!("rendezvous: dropped {me}: ")), "rank 0 did not log {me} ({how}):\n{t0}");
-        }
+        let results: Vec<_> = attackers.into_iter().map(|a| a.join().unwrap()).collect();
+        check_attackers(&results, &t0);
         println!("the program started {waited} ms after its last rank\n{t0}");
     });
 }
@@ -249,4 +280,89 @@ fn a_rank_started_by_hand_without_a_secret_says_how_to_make_one() {
         let (out, _) = run_program(rank(0, 1, "127.0.0.1:1", None), Duration::from_secs(30));
         assert!(out.status.success() && text(&out).contains("RENDEZVOUS ok"), "{}", text(&out));
     });
+}
+
+/// Starts one attacker process (every attack) in host `host` of `rack`;
+/// returns once all its connections are open.
+fn attackers_in(
+    rack: &common::netns::SimRack,
+    host: usize,
+    addr: &str,
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStdout>) {
+    let mut c = rack.command(host, &std::env::current_exe().unwrap());
+    c.args(["--exact", "attacker_entry", "--nocapture", "--test-threads=1"])
+        .env("RENDEZVOUS_ATTACK", addr)
+        .env_remove("GOSSAMER_SCENARIO")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    // It gives up (and ends its output) if rank 0 never listens.
+    let mut line = String::new();
+    loop {
+        line.clear();
+        // The test harness writes "test attacker_entry ... " before it.
+        if std::io::BufRead::read_line(&mut out, &mut line).unwrap() == 0 || line.trim().ends_with("CONNECTED") {
+            break;
+        }
+    }
+    assert!(line.trim().ends_with("CONNECTED"), "the attacker in host h{host} could not connect to {addr}");
+    (child, out)
+}
+
+/// The same attacks from another simulated host (a network namespace),
+/// against a program over three simulated hosts: rank 0 on h0, ranks 1 and
+/// 2 on h1 and h2, the attackers on h3, before and while the ranks join.
+/// Needs root and UCX; skips loudly without them (`GOSSAMER_REQUIRE_NETNS=1`
+/// makes that a failure).
+#[test]
+fn strangers_from_another_host_learn_nothing() {
+    if !common::netns::ucx_or_skip() {
+        return;
+    }
+    let Some(rack) = common::netns::sim_rack_or_skip(4) else { return };
+    let addr = format!("{}:{}", rack.addr(0), 22000 + std::process::id() % 20000);
+    let secret = "a-secret-for-this-program-only";
+    let me = std::env::current_exe().unwrap();
+    let ranked = |r: usize| {
+        let mut c = rack.command(r, &me);
+        set_rank(&mut c, r, SIZE, &addr, Some(secret));
+        c
+    };
+    let mut r0 = ranked(0);
+    r0.env("RENDEZVOUS_HOLD_MS", "6500");
+    let h0 = std::thread::spawn(move || run_program(r0, Duration::from_secs(120)));
+    let before = attackers_in(&rack, 3, &addr);
+    let r1 = ranked(1);
+    let h1 = std::thread::spawn(move || run_program(r1, Duration::from_secs(120)));
+    std::thread::sleep(Duration::from_millis(300));
+    let during = attackers_in(&rack, 3, &addr);
+    let joined = now_ms();
+    let (out2, _) = run_program(ranked(2), Duration::from_secs(120));
+    let (out1, _) = h1.join().unwrap();
+    let (out0, _) = h0.join().unwrap();
+    let mut results = Vec::new();
+    for (mut child, out) in [before, during] {
+        for line in std::io::BufRead::lines(out).map_while(Result::ok) {
+            if let Some(r) = line.strip_prefix("ATTACK ") {
+                let mut f = r.splitn(3, ' ');
+                let (me, got, how) = (f.next().unwrap(), f.next().unwrap(), f.next().unwrap_or(""));
+                results.push((me.to_string(), got.parse::<usize>().unwrap(), how.to_string()));
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let t0 = text(&out0);
+    assert!(out0.status.success(), "{t0}");
+    assert!(out1.status.success(), "{}", text(&out1));
+    assert!(out2.status.success(), "{}", text(&out2));
+    assert!(t0.contains("ranks [0, 1, 2]") && t0.contains("RENDEZVOUS ok"), "{t0}");
+    assert_eq!(results.len(), 2 * ATTACKS.len(), "{results:?}");
+    check_attackers(&results, &t0);
+    let waited = started_at(&t0).saturating_sub(joined);
+    // Three hosts start their fabric too: a looser bound, still under a stall.
+    assert!(waited < 8000, "the program started {waited} ms after its last rank: stalled by the attackers\n{t0}");
+    println!("over simulated hosts, the program started {waited} ms after its last rank\n{t0}");
+    drop(rack);
 }
