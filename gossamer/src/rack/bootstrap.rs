@@ -268,9 +268,8 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
         }
         while let Some((conn, hello)) = gate.next() {
             busy = true;
-            let Msg::Hello { rank, size, pid, exe_hash, threads: t, host } = hello else {
-                unreachable!("the gate passes only hellos")
-            };
+            // The gate passes only hellos.
+            let Msg::Hello { rank, size, pid, exe_hash, threads: t, host } = hello else { continue };
             let rank = rank as usize;
             // It knows the secret: a duplicate is a misconfiguration.
             if rank == 0 || rank >= role.size || conns[rank].is_some() {

@@ -203,6 +203,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn past_the_cap_connections_are_closed_at_once_and_stalled_ones_at_the_deadline() {
+        use std::io::Read;
+        let gate = Gate::new(psk(b"secret"));
+        let mut silent = Vec::new();
+        for _ in 0..PENDING_MAX {
+            let (a, b) = UnixStream::pair().unwrap();
+            gate.admit(Stream::Unix(b));
+            silent.push(a);
+        }
+        let (mut a, b) = UnixStream::pair().unwrap();
+        let start = Instant::now();
+        gate.admit(Stream::Unix(b));
+        a.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        assert_eq!(a.read(&mut [0u8; 16]).unwrap(), 0, "one more than the cap is closed at once");
+        assert!(start.elapsed() < Duration::from_secs(1));
+        // The silent ones are closed once their handshake's deadline passes,
+        // having read nothing.
+        for mut s in silent {
+            s.set_read_timeout(Some(HANDSHAKE + Duration::from_secs(5))).unwrap();
+            assert_eq!(s.read(&mut [0u8; 16]).unwrap(), 0);
+        }
+        assert!(start.elapsed() >= HANDSHAKE - Duration::from_millis(100));
+        assert!(gate.next().is_none());
+    }
+
     proptest::proptest! {
         /// Whatever a peer sends before it is authenticated, admitting it
         /// is an error, never a panic or a hello.
