@@ -119,6 +119,13 @@ addr0=$(awk '$1 == "h0" { print $3 }' "$work/rack")
 [ -n "$addr0" ] || die "the rack did not report host h0's address"
 port=40000
 
+# The program's secret: every rank proves it knows it at the rendezvous.
+# A fresh one for this script's programs, passed in the environment (never
+# on a command line, where other users could read it).
+GOSSAMER_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export GOSSAMER_SECRET
+unset GOSSAMER_SECRET_FILE
+
 # Launcher variables that would make a process join another program.
 clear_env=(env -u GOSSAMER_PROCESSES -u GOSSAMER_RANK -u GOSSAMER_SIZE -u GOSSAMER_RENDEZVOUS
     -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE

@@ -99,6 +99,13 @@ for ((h = 0; h < hosts; h++)); do
     [ -n "$a" ] || die "the rack did not report host h$h's address"
     addr+=("$a")
 done
+# The program's secret: every rank proves it knows it at the rendezvous.
+# A fresh one for this script's programs, passed in the environment (never
+# on a command line, where other users could read it).
+GOSSAMER_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export GOSSAMER_SECRET
+unset GOSSAMER_SECRET_FILE
+
 clear_env=(env -u GOSSAMER_PROCESSES -u GOSSAMER_RANK -u GOSSAMER_SIZE -u GOSSAMER_RENDEZVOUS
     -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE)
 ycsb=(ycsb --records "$records" --duration "$duration" --threads 2 --conns 4 --depth 8 --csv "$out")

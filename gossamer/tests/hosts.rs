@@ -395,6 +395,8 @@ fn ranks_on(
                 .env("GOSSAMER_RANK", r.to_string())
                 .env("GOSSAMER_SIZE", (HOSTS * PER_HOST).to_string())
                 .env("GOSSAMER_RENDEZVOUS", &rendezvous)
+                .env("GOSSAMER_SECRET", format!("hosts-test-{}", std::process::id()))
+                .env_remove("GOSSAMER_SECRET_FILE")
                 .env_remove("GOSSAMER_PROCESSES");
             c
         })

@@ -620,6 +620,8 @@ fn external_ranks(exe: &std::path::Path, size: usize, scenario: &str, sock: &std
                 .env("SLURM_PROCID", r.to_string())
                 .env("SLURM_NTASKS", size.to_string())
                 .env("GOSSAMER_RENDEZVOUS", sock)
+                .env("GOSSAMER_SECRET", "external-ranks-test-secret")
+                .env_remove("GOSSAMER_SECRET_FILE")
                 .env_remove("GOSSAMER_PROCESSES")
                 .env_remove("GOSSAMER_RANK")
                 .env_remove("GOSSAMER_SIZE");
@@ -667,6 +669,8 @@ fn a_rank_running_a_different_binary_is_refused() {
             .env("GOSSAMER_RANK", r.to_string())
             .env("GOSSAMER_SIZE", "2")
             .env("GOSSAMER_RENDEZVOUS", &sock)
+            .env("GOSSAMER_SECRET", "mismatch-test-secret")
+            .env_remove("GOSSAMER_SECRET_FILE")
             .env_remove("GOSSAMER_PROCESSES");
         c
     };

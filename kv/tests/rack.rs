@@ -452,7 +452,9 @@ fn started_by_mpirun() {
     let mut cmd = Command::new("mpirun");
     cmd.args(["--allow-run-as-root", "--oversubscribe", "-np", "2", "-x"])
         .arg(format!("GOSSAMER_RENDEZVOUS={}", sock.display()))
-        .args(["-x", "GOSSAMER_SILENCE_MS=10000"])
+        .args(["-x", "GOSSAMER_SILENCE_MS=10000", "-x", "GOSSAMER_SECRET"])
+        .env("GOSSAMER_SECRET", format!("kv-mpirun-test-{}", std::process::id()))
+        .env_remove("GOSSAMER_SECRET_FILE")
         .arg(env!("CARGO_BIN_EXE_gossamer-kv"))
         .args(["-t", "1", "-p", "0", "-l", "127.0.0.1"])
         .env_remove("GOSSAMER_PROCESSES")

@@ -52,6 +52,8 @@ fn ycsb_over_two_simulated_hosts() {
             .env("GOSSAMER_RANK", r.to_string())
             .env("GOSSAMER_SIZE", "2")
             .env("GOSSAMER_RENDEZVOUS", &rendezvous)
+            .env("GOSSAMER_SECRET", format!("kv-test-{}", std::process::id()))
+            .env_remove("GOSSAMER_SECRET_FILE")
             .env("GOSSAMER_SILENCE_MS", "6000")
             .env_remove("GOSSAMER_PROCESSES")
             .stdin(Stdio::null())

@@ -152,8 +152,13 @@ impl Opener {
         max: usize,
         deadline: Option<Instant>,
     ) -> Result<Vec<u8>, SessionError> {
+        // A record carries its piece, a flag byte and a 16-byte tag: one
+        // longer than `max + 17` holds more than the message may have, and
+        // is refused before it is read (before authentication too, which
+        // the first message of `accept` completes).
+        let record_max = RECORD_MAX.min(max.saturating_add(17));
         loop {
-            let body = read_record(s, RECORD_MAX, deadline)?;
+            let body = read_record(s, record_max, deadline)?;
             if let Some(m) = self.open(&body, max)? {
                 return Ok(m);
             }

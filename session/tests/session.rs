@@ -165,3 +165,25 @@ proptest::proptest! {
         proptest::prop_assert!(Responder::respond(&psk, P, &body).is_err());
     }
 }
+
+#[test]
+fn a_record_longer_than_the_message_may_be_is_refused_before_it_is_read() {
+    // An initiator replaying a captured first message gets a reply, but its
+    // next record is bounded by the first message's limit, not by the
+    // largest record.
+    let (mut a, mut b) = UnixStream::pair().unwrap();
+    let psk = Psk::derive(b"secret", "test");
+    let (_, first) = Initiator::start(&psk, P).unwrap();
+    a.write_all(&first).unwrap();
+    a.write_all(&60000u16.to_be_bytes()).unwrap();
+    let t = std::thread::spawn(move || {
+        // Room for the whole record in the socket: the bound, not a full
+        // buffer or a deadline, is what ends the read.
+        let _ = a.write_all(&vec![0u8; 60000]);
+        a
+    });
+    let r = accept(&mut b, &psk, P, soon(), 4096);
+    assert!(matches!(r, Err(SessionError::TooLarge { len: 60000, max: 4113, .. })), "{:?}", r.err());
+    drop(b);
+    drop(t.join().unwrap());
+}

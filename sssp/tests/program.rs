@@ -91,6 +91,8 @@ fn simulated_hosts_match_dijkstra() {
                 .env("GOSSAMER_RANK", r.to_string())
                 .env("GOSSAMER_SIZE", ranks.to_string())
                 .env("GOSSAMER_RENDEZVOUS", &rendezvous)
+                .env("GOSSAMER_SECRET", format!("sssp-test-{}", std::process::id()))
+                .env_remove("GOSSAMER_SECRET_FILE")
                 .env("GOSSAMER_SILENCE_MS", "10000")
                 .env_remove("GOSSAMER_PROCESSES");
             c

@@ -8,10 +8,10 @@ use std::io;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use super::control::{self, Msg};
+use super::control::{self, Conn, Msg};
+use super::gate::{self, Gate};
 use super::launch::{self, Role};
 use super::monitor::Monitor;
-use super::stream::Stream;
 use super::RackError;
 use crate::fabric::shm::map as shm;
 use std::ops::Range;
@@ -225,13 +225,14 @@ fn map_region(name: &str, shape: Shape, create: bool) -> Result<Region, RackErro
     Ok(unsafe { Region::from_mapping(base, shape, create) })
 }
 
-fn expect_msg(s: &mut Stream, rank: usize, what: &str, timeout: Duration) -> Result<Msg, RackError> {
+fn expect_msg(s: &mut Conn, rank: usize, what: &str, timeout: Duration) -> Result<Msg, RackError> {
     control::recv_timeout(s, timeout)
         .map_err(|e| RackError::Failed { rank, cause: format!("did not send {what}: {e}") })
 }
 
 fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
-    let listener = role.rendezvous.listen().map_err(io_err("cannot listen at the rendezvous"))?;
+    let listen_at = std::env::var("GOSSAMER_RENDEZVOUS_LISTEN").ok().filter(|v| !v.is_empty());
+    let listener = role.rendezvous.listen(listen_at.as_deref()).map_err(io_err("cannot listen at the rendezvous"))?;
     let socket_path = role.rendezvous.path().map(|p| p.to_path_buf());
     let unlink = socket_path.clone();
     let _remove_socket = scopeguard(move || {
@@ -239,48 +240,63 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
             let _ = std::fs::remove_file(p);
         }
     });
+    let secret = role
+        .secret
+        .as_deref()
+        .ok_or_else(|| RackError::Config("a program of several processes needs a secret".into()))?;
+    let gate = Gate::new(gate::psk(secret));
     let mut children = Children(if role.embedded { launch::spawn_children(&role)? } else { Vec::new() });
     let hash = exe_hash()?;
 
-    // Gather every other rank.
+    // Gather every other rank. Connections are authenticated by the gate,
+    // each on its own thread; only ranks that know the secret come out.
     listener.set_nonblocking(true).map_err(io_err("rendezvous socket"))?;
-    let mut conns: Vec<Option<Stream>> = (0..role.size).map(|_| None).collect();
+    let mut conns: Vec<Option<Conn>> = (0..role.size).map(|_| None).collect();
     let mut hellos = vec![None; role.size];
     let deadline = Instant::now() + STARTUP;
     while conns.iter().skip(1).any(Option::is_none) {
+        let mut busy = false;
         match listener.accept() {
-            Ok(mut s) => {
-                s.set_nonblocking(false).map_err(io_err("control socket"))?;
-                match control::recv_timeout(&mut s, Duration::from_secs(10)).map_err(io_err("reading a hello"))? {
-                    Msg::Hello { rank, size, pid, exe_hash, threads: t, host } => {
-                        let rank = rank as usize;
-                        if rank == 0 || rank >= role.size || conns[rank].is_some() {
-                            return Err(RackError::Bootstrap(format!("unexpected hello from rank {rank} (pid {pid})")));
-                        }
-                        hellos[rank] = Some((size as usize, pid, exe_hash, t as usize, host));
-                        conns[rank] = Some(s);
-                    }
-                    m => return Err(RackError::Bootstrap(format!("expected a hello, got {m:?}"))),
-                }
+            Ok(s) => {
+                busy = true;
+                gate.admit(s);
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                for (i, c) in children.0.iter_mut().enumerate() {
-                    if let Ok(Some(status)) = c.try_wait() {
-                        return Err(RackError::Failed {
-                            rank: i + 1,
-                            cause: format!("exited during start-up ({status})"),
-                        });
-                    }
-                }
-                if Instant::now() > deadline {
-                    let missing: Vec<_> = (1..role.size).filter(|r| conns[*r].is_none()).collect();
-                    return Err(RackError::Bootstrap(format!("ranks {missing:?} did not connect within {STARTUP:?}")));
-                }
-                std::thread::sleep(Duration::from_millis(2));
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            // A connection that failed before we took it, or too many
+            // open files: nothing to stop for.
+            Err(e) => tracing::warn!("rendezvous: accepting a connection: {e}"),
+        }
+        while let Some((conn, hello)) = gate.next() {
+            busy = true;
+            // The gate passes only hellos.
+            let Msg::Hello { rank, size, pid, exe_hash, threads: t, host } = hello else { continue };
+            let rank = rank as usize;
+            // It knows the secret: a duplicate is a misconfiguration.
+            if rank == 0 || rank >= role.size || conns[rank].is_some() {
+                return Err(RackError::Bootstrap(format!(
+                    "unexpected hello from rank {rank} (pid {pid}, {})",
+                    conn.peer()
+                )));
             }
-            Err(e) => return Err(io_err("accepting a process")(e)),
+            hellos[rank] = Some((size as usize, pid, exe_hash, t as usize, host));
+            conns[rank] = Some(conn);
+        }
+        for (i, c) in children.0.iter_mut().enumerate() {
+            if let Ok(Some(status)) = c.try_wait() {
+                return Err(RackError::Failed { rank: i + 1, cause: format!("exited during start-up ({status})") });
+            }
+        }
+        if Instant::now() > deadline {
+            let missing: Vec<_> = (1..role.size).filter(|r| conns[*r].is_none()).collect();
+            return Err(RackError::Bootstrap(format!("ranks {missing:?} did not connect within {STARTUP:?}")));
+        }
+        if !busy {
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
+    // Handshakes still in progress end on their own; what they admit now
+    // is dropped with the gate.
+    drop(gate);
 
     // Everyone is here: the rendezvous has served. Remove its socket now,
     // not only on return, since a program may end with `exit` (fate
@@ -386,7 +402,7 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
             Err(e) => return Err(RackError::Failed { rank, cause: format!("did not get ready: {e}") }),
         }
     }
-    let streams: Vec<Stream> = conns.into_iter().skip(1).map(|s| s.expect("connected")).collect();
+    let streams: Vec<Conn> = conns.into_iter().skip(1).map(|s| s.expect("connected")).collect();
     let remote: Vec<bool> = (1..role.size).map(|r| layout.host_of_rank[r] != 0).collect();
     let host_names: Vec<String> = (1..role.size).map(|r| layout.host_names[layout.host_of_rank[r]].clone()).collect();
     let monitor = Monitor::start(rt.shared(), streams, remote, host_names, std::mem::take(&mut children.0));
@@ -408,13 +424,6 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
 
 fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     let deadline = Instant::now() + STARTUP;
-    let mut s = loop {
-        match role.rendezvous.connect() {
-            Ok(s) => break s,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
-            Err(e) => return Err(io_err("cannot reach rank 0")(e)),
-        }
-    };
     let hello = Msg::Hello {
         rank: role.rank as u32,
         size: role.size as u32,
@@ -423,7 +432,11 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
         threads: threads as u32,
         host: super::host_name(),
     };
-    control::send(&mut s, &hello).map_err(io_err("sending the hello"))?;
+    let secret = role
+        .secret
+        .as_deref()
+        .ok_or_else(|| RackError::Config("a program of several processes needs a secret".into()))?;
+    let mut s = gate::join(&role.rendezvous, &gate::psk(secret), &hello, deadline)?;
     let (name, bulk, layout, create, key) = match control::recv_timeout(&mut s, STARTUP)
         .map_err(io_err("waiting for rank 0"))?
     {
@@ -560,7 +573,7 @@ fn rank0_gone(rank: usize, why: &str) -> ! {
 
 /// Whether something (a message, or the end of the connection) arrives
 /// within `t`.
-fn wait_message(s: &mut Stream, t: Duration) -> io::Result<Option<()>> {
+fn wait_message(s: &mut Conn, t: Duration) -> io::Result<Option<()>> {
     use std::os::fd::AsRawFd;
     let mut fd = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: one valid pollfd for our own socket.

@@ -1,10 +1,17 @@
-//! The control channel between the processes of a program: framed,
-//! serialized messages over Unix stream sockets, with rank 0 listening.
-//! Used only to start up, to shut down and to notice a process's death.
+//! The control channel between the processes of a program: serialized
+//! messages over an authenticated session (see `rack::gate`) on a Unix or
+//! TCP stream, with rank 0 listening. Used only to start up, to shut down
+//! and to notice a process's death.
+//!
+//! Every message is sealed by the session: a peer that does not know the
+//! program's secret can neither read nor forge, replay or reorder one, and
+//! no message is decoded before its record has been authenticated.
 
-use std::io::{self, Read, Write};
-use std::time::Duration;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::{Duration, Instant};
 
+use gossamer_session::{Opener, Sealer, Session, SessionError};
 use serde::{Deserialize, Serialize};
 
 use super::stream::Stream;
@@ -26,8 +33,45 @@ pub(crate) fn silence() -> Duration {
     })
 }
 
-/// Largest control message accepted.
+/// Largest control message accepted (from an authenticated peer).
 const MAX_MESSAGE: usize = 1 << 20;
+
+/// One control connection: a stream and the session that seals what goes
+/// over it.
+pub(crate) struct Conn {
+    stream: Stream,
+    sealer: Sealer,
+    opener: Opener,
+}
+
+impl Conn {
+    /// A connection whose peer has been authenticated by `session`.
+    pub(crate) fn new(stream: Stream, session: Session) -> Conn {
+        let (sealer, opener) = session.split();
+        Conn { stream, sealer, opener }
+    }
+
+    /// Who is at the other end, for the log.
+    pub(crate) fn peer(&self) -> String {
+        self.stream.peer()
+    }
+}
+
+impl AsRawFd for Conn {
+    fn as_raw_fd(&self) -> RawFd {
+        self.stream.as_raw_fd()
+    }
+}
+
+/// A session's error as the I/O error that the callers report.
+pub(crate) fn io_error(e: SessionError) -> io::Error {
+    match e {
+        SessionError::Io(e) => e,
+        SessionError::Closed => io::Error::new(io::ErrorKind::UnexpectedEof, "the peer closed the connection"),
+        SessionError::Deadline(what) => io::Error::new(io::ErrorKind::TimedOut, format!("timed out {what}")),
+        e => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+    }
+}
 
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
 pub(crate) enum Msg {
@@ -70,21 +114,13 @@ pub(crate) enum Msg {
     Bye,
 }
 
-pub(crate) fn send(s: &mut Stream, m: &Msg) -> io::Result<()> {
+pub(crate) fn send(c: &mut Conn, m: &Msg) -> io::Result<()> {
     let body = postcard::to_stdvec(m).map_err(io::Error::other)?;
-    s.write_all(&(body.len() as u32).to_le_bytes())?;
-    s.write_all(&body)
+    c.sealer.send(&mut c.stream, &body).map_err(io_error)
 }
 
-pub(crate) fn recv(s: &mut Stream) -> io::Result<Msg> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len)?;
-    let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_MESSAGE {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("control message of {len} bytes")));
-    }
-    let mut body = vec![0u8; len];
-    s.read_exact(&mut body)?;
+pub(crate) fn recv(c: &mut Conn) -> io::Result<Msg> {
+    let body = c.opener.recv(&mut c.stream, MAX_MESSAGE).map_err(io_error)?;
     decode(&body)
 }
 
@@ -93,21 +129,36 @@ pub(crate) fn decode(body: &[u8]) -> io::Result<Msg> {
     postcard::from_bytes(body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 
-pub(crate) fn recv_timeout(s: &mut Stream, t: Duration) -> io::Result<Msg> {
-    s.set_read_timeout(Some(t))?;
-    let r = recv(s);
-    s.set_read_timeout(None)?;
-    r
+pub(crate) fn recv_timeout(c: &mut Conn, t: Duration) -> io::Result<Msg> {
+    let r = c.opener.recv_by(&mut c.stream, MAX_MESSAGE, Some(Instant::now() + t)).map_err(io_error);
+    c.stream.set_read_timeout(None)?;
+    decode(&r?)
 }
 
 #[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
 
-    #[test]
-    fn messages_round_trip_and_garbage_is_an_error() {
+    /// Two ends of an authenticated control connection.
+    pub(crate) fn pair() -> (Conn, Conn) {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         let (mut a, mut b) = (Stream::Unix(a), Stream::Unix(b));
+        let psk = gossamer_session::Psk::derive(b"test", "control");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let p = psk.clone();
+        let h = std::thread::spawn(move || {
+            let s = gossamer_session::connect(&mut a, &p, b"t", deadline, b"first").unwrap();
+            (a, s)
+        });
+        let (sb, first) = gossamer_session::accept(&mut b, &psk, b"t", deadline, 16).unwrap();
+        assert_eq!(first, b"first");
+        let (a, sa) = h.join().unwrap();
+        (Conn::new(a, sa), Conn::new(b, sb))
+    }
+
+    #[test]
+    fn messages_round_trip_and_garbage_is_an_error() {
+        let (mut a, mut b) = pair();
         let m = Msg::Welcome {
             shm_name: "/x".into(),
             bulk_bytes: 4096,
@@ -123,7 +174,10 @@ mod tests {
         for garbage in [&[0xffu8, 0xff, 0xff][..], &[0x7f], &[]] {
             assert!(decode(garbage).is_err());
         }
-        a.write_all(&u32::MAX.to_le_bytes()).unwrap();
+        // Bytes that the session did not seal end the connection.
+        use std::io::Write;
+        a.stream.write_all(&[0, 20]).unwrap();
+        a.stream.write_all(&[7; 20]).unwrap();
         assert!(recv(&mut b).is_err());
     }
 

@@ -4,15 +4,25 @@
 //! `GOSSAMER_RANK`/`GOSSAMER_SIZE` (set by the embedded launcher, or by any
 //! launcher of your own), from Slurm (`SLURM_PROCID`/`SLURM_NTASKS`), or
 //! from Open MPI (`OMPI_COMM_WORLD_RANK`/`OMPI_COMM_WORLD_SIZE`); the latter
-//! two need `GOSSAMER_RENDEZVOUS`, the path of rank 0's control socket. A
-//! process started with none of these is rank 0 of a program whose size is
-//! `GOSSAMER_PROCESSES` or the `--gossamer-processes N` argument (default 1),
-//! and it starts the other ranks itself by running its own executable
-//! again, with the same arguments.
+//! two need `GOSSAMER_RENDEZVOUS`, where rank 0 listens: the path of a Unix
+//! socket, or `host:port` for TCP. A process started with none of these is
+//! rank 0 of a program whose size is `GOSSAMER_PROCESSES` or the
+//! `--gossamer-processes N` argument (default 1), and it starts the other
+//! ranks itself by running its own executable again, with the same
+//! arguments.
+//!
+//! Every rank of a program of several processes needs the program's secret
+//! (see `rack::secret`): rank 0 accepts only processes that prove they know
+//! it. The embedded launcher makes a fresh secret for each program and
+//! passes it to the processes it starts in `GOSSAMER_SECRET`; under a
+//! launcher of your own, set `GOSSAMER_SECRET_FILE` (a file only you can
+//! read) or `GOSSAMER_SECRET` for every rank, or the rank refuses to start.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 
+use super::secret;
 use super::stream::Rendezvous;
 use super::RackError;
 
@@ -24,6 +34,8 @@ pub(crate) struct Role {
     pub(crate) rendezvous: Rendezvous,
     /// Rank 0 starts the others.
     pub(crate) embedded: bool,
+    /// The program's secret (programs of several processes only).
+    pub(crate) secret: Option<Vec<u8>>,
 }
 
 fn env_usize(name: &str) -> Result<Option<usize>, RackError> {
@@ -70,7 +82,12 @@ pub(crate) fn detect() -> Result<Role, RackError> {
                 None if size == 1 => Rendezvous::Unix(PathBuf::new()),
                 None => return Err(RackError::Config(format!("{r}/{s} are set but GOSSAMER_RENDEZVOUS is not"))),
             };
-            return Ok(Role { rank, size, rendezvous, embedded: false });
+            let secret = match secret::from_env()? {
+                Some(s) => Some(s),
+                None if size == 1 => None,
+                None => return Err(secret::missing(r, s)),
+            };
+            return Ok(Role { rank, size, rendezvous, embedded: false, secret });
         }
     }
     let size = match env_usize("GOSSAMER_PROCESSES")? {
@@ -84,7 +101,10 @@ pub(crate) fn detect() -> Result<Role, RackError> {
     let rendezvous = rendezvous.unwrap_or_else(|| {
         Rendezvous::Unix(std::env::temp_dir().join(format!("gossamer-{}-{nonce:08x}.sock", std::process::id())))
     });
-    Ok(Role { rank: 0, size, rendezvous, embedded: size > 1 })
+    // The copies we start learn a fresh secret from us, in their
+    // environment: only processes we started know it.
+    let secret = if size > 1 { Some(secret::fresh()?.into_bytes()) } else { None };
+    Ok(Role { rank: 0, size, rendezvous, embedded: size > 1, secret })
 }
 
 /// Starts ranks 1.. as copies of this executable. Each child is killed by
@@ -93,6 +113,7 @@ pub(crate) fn spawn_children(role: &Role) -> Result<Vec<Child>, RackError> {
     let exe = std::env::current_exe().map_err(|e| RackError::Launch(format!("cannot find our executable: {e}")))?;
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     let parent = std::process::id();
+    let secret = role.secret.as_deref().map(|s| std::ffi::OsStr::from_bytes(s).to_os_string()).unwrap_or_default();
     let mut children = Vec::with_capacity(role.size - 1);
     for rank in 1..role.size {
         let mut cmd = Command::new(&exe);
@@ -100,6 +121,8 @@ pub(crate) fn spawn_children(role: &Role) -> Result<Vec<Child>, RackError> {
             .env("GOSSAMER_RANK", rank.to_string())
             .env("GOSSAMER_SIZE", role.size.to_string())
             .env("GOSSAMER_RENDEZVOUS", role.rendezvous.as_env())
+            .env(secret::TEXT_VAR, &secret)
+            .env_remove(secret::FILE_VAR)
             .env_remove("GOSSAMER_PROCESSES");
         #[cfg(target_os = "linux")]
         {

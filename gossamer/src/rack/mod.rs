@@ -16,9 +16,11 @@
 
 mod bootstrap;
 mod control;
+mod gate;
 mod launch;
 mod monitor;
 mod remote_ops;
+mod secret;
 mod stream;
 
 use std::ops::Range;

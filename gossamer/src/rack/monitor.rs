@@ -14,8 +14,7 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::control::{self, Msg};
-use super::stream::Stream;
+use super::control::{self, Conn, Msg};
 use super::RackError;
 use crate::runtime::shared::Shared;
 
@@ -42,7 +41,7 @@ impl Monitor {
     /// the runtime calls before reading doorbells).
     pub(super) fn start(
         shared: Arc<Shared>,
-        streams: Vec<Stream>,
+        streams: Vec<Conn>,
         remote: Vec<bool>,
         hosts: Vec<String>,
         mut children: Vec<Child>,

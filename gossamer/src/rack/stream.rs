@@ -2,6 +2,12 @@
 //! one host) or TCP (a rendezvous that other hosts can reach). Rank 0
 //! listens at the rendezvous; `GOSSAMER_RENDEZVOUS` names it: a
 //! `host:port` (or `ip:port`) is TCP, anything else a socket path.
+//!
+//! Rank 0 binds exactly the address it was given (a host name is resolved
+//! and that address bound), never every interface unless asked:
+//! `GOSSAMER_RENDEZVOUS_LISTEN=ADDR:PORT` makes it bind that instead (for
+//! instance `0.0.0.0:7000`), while the other ranks still connect to
+//! `GOSSAMER_RENDEZVOUS`.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
@@ -49,19 +55,32 @@ impl Rendezvous {
         }
     }
 
-    pub(crate) fn listen(&self) -> io::Result<Listener> {
-        match self {
-            Rendezvous::Unix(p) => {
+    /// Listens at the rendezvous, or at `listen_at` (a TCP `ADDR:PORT`
+    /// that overrides where a TCP rendezvous is bound).
+    pub(crate) fn listen(&self, listen_at: Option<&str>) -> io::Result<Listener> {
+        match (self, listen_at) {
+            (Rendezvous::Unix(_), Some(at)) => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "GOSSAMER_RENDEZVOUS_LISTEN={at} applies to a TCP rendezvous, and GOSSAMER_RENDEZVOUS is a \
+                     socket path; unset one of them"
+                ),
+            )),
+            (Rendezvous::Unix(p), None) => {
                 let _ = std::fs::remove_file(p);
                 UnixListener::bind(p).map(Listener::Unix)
             }
-            Rendezvous::Tcp(a) => {
-                // Listen on every address of the port, so that other hosts
-                // reach us whichever of our addresses they were given.
-                let port = a.rsplit_once(':').map(|x| x.1).unwrap_or("0");
-                TcpListener::bind(a.as_str())
-                    .or_else(|_| TcpListener::bind(format!("0.0.0.0:{port}")))
-                    .map(Listener::Tcp)
+            (Rendezvous::Tcp(a), at) => {
+                let a = at.unwrap_or(a);
+                TcpListener::bind(a).map(Listener::Tcp).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!(
+                            "cannot bind {a}: {e} (rank 0 binds the address it was given; \
+                             GOSSAMER_RENDEZVOUS_LISTEN=ADDR:PORT binds another, e.g. 0.0.0.0:PORT)"
+                        ),
+                    )
+                })
             }
         }
     }
@@ -127,6 +146,41 @@ impl Stream {
             Stream::Tcp(s) => s.set_read_timeout(t),
         }
     }
+
+    /// Who is at the other end, for the log.
+    pub(crate) fn peer(&self) -> String {
+        match self {
+            Stream::Tcp(s) => s.peer_addr().map_or_else(|e| format!("a TCP peer ({e})"), |a| a.to_string()),
+            Stream::Unix(_) => "a process on the Unix socket".into(),
+        }
+    }
+
+    /// Ends the connection so that the peer reads an orderly end (0
+    /// bytes) rather than a reset: no more writes, then what it already
+    /// sent is discarded (at most `max` bytes, without waiting).
+    pub(crate) fn close_quietly(self, max: usize) {
+        let _ = match &self {
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+        };
+        let mut me = self;
+        if me.set_nonblocking(true).is_ok() {
+            let mut buf = [0u8; 4096];
+            let mut left = max;
+            while left > 0 {
+                match me.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => left = left.saturating_sub(n),
+                }
+            }
+        }
+    }
+}
+
+impl gossamer_session::TimedStream for Stream {
+    fn set_read_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+        Stream::set_read_timeout(self, t)
+    }
 }
 
 impl Read for Stream {
@@ -182,7 +236,7 @@ mod tests {
         let port = l.local_addr().unwrap().port();
         drop(l);
         let r = Rendezvous::Tcp(format!("127.0.0.1:{port}"));
-        let listener = r.listen().unwrap();
+        let listener = r.listen(None).unwrap();
         let h = std::thread::spawn(move || {
             let mut s = listener.accept().unwrap();
             let mut b = [0u8; 5];
@@ -195,5 +249,19 @@ mod tests {
         c.read_exact(&mut b).unwrap();
         assert_eq!(&b, b"hello");
         h.join().unwrap();
+    }
+
+    #[test]
+    fn rank_0_binds_the_address_it_was_given_unless_told_otherwise() {
+        // An address of another host cannot be bound: an error, not a
+        // silent fallback to every interface.
+        let r = Rendezvous::Tcp("192.0.2.1:7000".into());
+        let e = r.listen(None).err().expect("TEST-NET address bound");
+        assert!(e.to_string().contains("GOSSAMER_RENDEZVOUS_LISTEN"), "{e}");
+        match r.listen(Some("127.0.0.1:0")).unwrap() {
+            Listener::Tcp(l) => assert!(l.local_addr().unwrap().ip().is_loopback()),
+            Listener::Unix(_) => panic!("a TCP rendezvous listened on a socket"),
+        }
+        assert!(Rendezvous::Unix("/tmp/x".into()).listen(Some("0.0.0.0:1")).is_err());
     }
 }
