@@ -91,8 +91,7 @@ fn without_allow_nothing_starts_but_status_works() {
 
 #[test]
 fn root_needs_allow_root() {
-    if !common::root() {
-        eprintln!("SKIPPED: not root");
+    if !common::root_with(&[]) {
         return;
     }
     let dir = TempDir::new("policy-root");

@@ -265,3 +265,23 @@ pub fn root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// Whether a test that needs root (and `tools`) can run: if not, it says
+/// SKIPPED and the caller returns — unless `GOSSAMER_REQUIRE_ROOT=1` (set by
+/// CI), which makes the skip a failure.
+pub fn root_with(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|t| !std::process::Command::new(t).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .collect();
+    if root() && missing.is_empty() {
+        return true;
+    }
+    let why = if root() { format!("missing {}", missing.join(", ")) } else { "not root".to_string() };
+    if std::env::var("GOSSAMER_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
+        panic!("this test needs root and {tools:?} ({why}), and GOSSAMER_REQUIRE_ROOT=1 forbids skipping it");
+    }
+    eprintln!("SKIPPED: {why}");
+    false
+}
