@@ -237,9 +237,14 @@ fn strangers_at_the_rendezvous_learn_nothing_and_do_not_stop_the_program() {
         assert!(out1.status.success(), "{}", text(&out1));
         assert!(out2.status.success(), "{}", text(&out2));
         assert!(t0.contains("ranks [0, 1, 2]") && t0.contains("RENDEZVOUS ok"), "{t0}");
-        // Promptly: the program's main ran soon after the last rank was started.
+        // Promptly: the program's main ran soon after the last rank was
+        // started, well before the silent attacker's 5 s handshake deadline.
+        // Under a sanitizer (CI sets GOSSAMER_SANITIZER) a rank's start alone
+        // (hashing its instrumented executable) takes seconds: promptness is
+        // checked by the plain run, the sanitizer run checks the rest.
         let waited = started_at(&t0).saturating_sub(joined);
-        assert!(waited < 4000, "the program started {waited} ms after its last rank: stalled by the attackers\n{t0}");
+        let bound = if std::env::var_os("GOSSAMER_SANITIZER").is_some() { 30_000 } else { 4000 };
+        assert!(waited < bound, "the program started {waited} ms after its last rank: stalled by the attackers\n{t0}");
         let results: Vec<_> = attackers.into_iter().map(|a| a.join().unwrap()).collect();
         check_attackers(&results, &t0);
         println!("the program started {waited} ms after its last rank\n{t0}");
