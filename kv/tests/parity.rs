@@ -192,10 +192,12 @@ fn stats_cachedump_matches_memcached() {
 #[test]
 fn meta_ttl_flags_act_in_order() {
     let Some((mc, kv)) = pair(&["-t", "2"]) else { return };
-    let req =
-        b"set foo 0 100 2\r\nhi\r\nmg foo t T30 t\r\nmg foo t T30\r\nmg foo T60 t\r\nmg foo t v T90\r\nmg foo t\r\n";
+    // A `t` before a `T` shows the TTL before the touch (none: -1), one
+    // after it the new TTL; a flag given twice is refused.
+    let req: &[u8] =
+        b"set foo 0 0 2\r\nhi\r\nmg foo t T30 t\r\nmg foo t T30\r\nmd foo\r\nset foo 0 0 2\r\nhi\r\nmg foo T60 t v\r\n";
     let (mut a, mut b) = (mc.raw(), kv.raw());
     let want = text(&mut a, req);
-    assert_eq!(want, "STORED\r\nCLIENT_ERROR duplicate flag\r\nHD t100\r\nHD t60\r\nVA 2 t60\r\nhi\r\nHD t90\r\n");
+    assert_eq!(want, "STORED\r\nCLIENT_ERROR duplicate flag\r\nHD t-1\r\nHD\r\nSTORED\r\nVA 2 t60\r\nhi\r\n");
     assert_eq!(text(&mut b, req), want);
 }
