@@ -67,10 +67,10 @@ impl Meter {
         Meter { pids: pids.to_vec(), before, peak, stop, sampler: Some(sampler) }
     }
 
-    /// How far each process's peak resident memory rose over its resident
-    /// memory at the start: its high-water mark if that moved, else the
-    /// highest sample.
-    fn growth(mut self) -> Vec<u64> {
+    /// Each process's peak resident memory (its high-water mark if that
+    /// moved, else the highest sample) and how far that rose over its
+    /// resident memory at the start.
+    fn growth(mut self) -> Vec<(u64, u64)> {
         self.stop.store(true, Ordering::Relaxed);
         self.sampler.take().unwrap().join().unwrap();
         self.pids
@@ -80,7 +80,7 @@ impl Meter {
                 let (rss0, hwm0) = self.before[i];
                 let hwm = memory(p).1;
                 let peak = if hwm > hwm0 { hwm } else { self.peak[i].load(Ordering::Relaxed) };
-                peak.saturating_sub(rss0)
+                (peak, peak.saturating_sub(rss0))
             })
             .collect()
     }
@@ -90,7 +90,9 @@ impl Meter {
 struct Probe {
     /// Reply bytes received.
     bytes: u64,
-    /// Peak memory growth of each watched process.
+    /// Peak resident memory of each watched process.
+    peak: Vec<u64>,
+    /// Its growth over the resident memory before the probe.
     growth: Vec<u64>,
     secs: f64,
 }
@@ -126,7 +128,8 @@ fn probe(addr: SocketAddr, pids: &[u32], key: &str, value_len: usize) -> Probe {
     let got = read_throttled(stream, &reply, want, start);
     send.join().unwrap();
     let secs = start.elapsed().as_secs_f64();
-    Probe { bytes: got, growth: meter.growth(), secs }
+    let (peak, growth) = meter.growth().into_iter().unzip();
+    Probe { bytes: got, peak, growth, secs }
 }
 
 fn reply_of(key: &str, value: &[u8]) -> Vec<u8> {
@@ -182,9 +185,10 @@ fn memcached_probe(value_len: usize) {
     };
     let p = probe(mc.addr, &[mc.pid()], "slow", value_len);
     eprintln!(
-        "memcached: {:.0} MB of replies in {:.1} s, peak RSS growth {:.1} MB",
+        "memcached: {:.0} MB of replies in {:.1} s, peak RSS {:.1} MB (growth {:.1} MB)",
         mb(p.bytes),
         p.secs,
+        mb(p.peak[0]),
         mb(p.growth[0])
     );
 }
@@ -193,9 +197,10 @@ fn one_process(value_len: usize) -> Probe {
     let kv = Proc::kv(&["-t", "2"]);
     let p = probe(kv.addr, &[kv.pid()], "slow", value_len);
     eprintln!(
-        "gossamer-kv: {:.0} MB of replies in {:.1} s, peak RSS growth {:.1} MB",
+        "gossamer-kv: {:.0} MB of replies in {:.1} s, peak RSS {:.1} MB (growth {:.1} MB)",
         mb(p.bytes),
         p.secs,
+        mb(p.peak[0]),
         mb(p.growth[0])
     );
     p
@@ -219,9 +224,11 @@ fn a_slow_reader_does_not_grow_any_process_of_two() {
     for rank in 0..2 {
         let p = probe(prog.addrs[rank], &pids, "slow", 1024);
         eprintln!(
-            "gossamer-kv rank {rank} of 2: {:.0} MB of replies in {:.1} s, peak RSS growth {:.1} / {:.1} MB",
+            "gossamer-kv rank {rank} of 2: {:.0} MB of replies in {:.1} s, peak RSS {:.1} / {:.1} MB (growth {:.1} / {:.1} MB)",
             mb(p.bytes),
             p.secs,
+            mb(p.peak[0]),
+            mb(p.peak[1]),
             mb(p.growth[0]),
             mb(p.growth[1])
         );

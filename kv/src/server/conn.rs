@@ -95,7 +95,9 @@ impl Conn {
         Conn {
             stream,
             shared,
-            rbuf: vec![0; READ_BUF],
+            // Allocated at the first read: a burst of new connections
+            // costs no memory until they send something.
+            rbuf: Vec::new(),
             head: 0,
             tail: 0,
             proto: None,
@@ -187,6 +189,9 @@ impl Conn {
 
     /// Reads until `WouldBlock`, end of input, or a batch worth parsing.
     fn fill(&mut self, counters: &WorkerCounters) {
+        if self.rbuf.is_empty() {
+            self.rbuf = vec![0; READ_BUF];
+        }
         loop {
             if self.tail == self.rbuf.len() {
                 if self.head > 0 {

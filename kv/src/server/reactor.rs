@@ -363,30 +363,36 @@ impl Reactor {
         }
     }
 
+    /// Accepts the connections waiting on listener `i`: first takes them
+    /// all off the kernel's queue, so that a burst finds room in the
+    /// backlog while the worker is busy, then sets each up.
     fn accept(&mut self, i: usize) {
+        let mut accepted = Vec::new();
         loop {
-            let (mut stream, addr) = match self.listeners[i].accept() {
+            match self.listeners[i].accept() {
                 Ok(s) => {
                     self.accept_paused = false;
-                    s
+                    accepted.push(s);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     self.accept_paused = false;
-                    return;
+                    break;
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
                     if !self.accept_paused {
                         tracing::warn!("accept failed: {e}; raise the open-file limit (ulimit -n) or lower -c");
                     }
                     self.accept_paused = true;
-                    return;
+                    break;
                 }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
-                    return;
+                    break;
                 }
-            };
+            }
+        }
+        for (mut stream, addr) in accepted {
             let sh = &self.shared;
             if sh.curr_connections.load(Ordering::Relaxed) >= sh.config.max_connections {
                 let _ = stream.write(TOO_MANY);
