@@ -28,6 +28,11 @@ pub struct Config {
     #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
     pub max_connections: usize,
 
+    /// Listen backlog: connections the kernel queues until accepted
+    /// (capped by net.core.somaxconn).
+    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024, allow_negative_numbers = true)]
+    pub backlog: i32,
+
     /// Item memory in megabytes.
     #[arg(short = 'm', long = "memory-limit", default_value_t = 64)]
     pub memory_mb: u64,

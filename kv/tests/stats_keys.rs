@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 
 use common::{bin_req, Proc, Raw};
 
-/// This server's keys after memcached's in `stats`.
-const GENERAL_EXTRAS: &[&str] = &["shards", "processes", "rank"];
+/// This server's keys after memcached's in `stats` (a program of several
+/// processes adds `processes` and `rank`).
+const GENERAL_EXTRAS: &[&str] = &["shards"];
 /// This server's keys after memcached's in `stats settings`.
 const SETTINGS_EXTRAS: &[&str] = &["dedicated_trustees", "idle_spin_us", "wait_spin_us"];
 /// `stats settings` values that legitimately differ with the same flags:
-/// the port, std's listen backlog, `stats cachedump` (not available here)
-/// and the key hash.
-const SETTINGS_DIFFER: &[&str] = &["tcpport", "tcp_backlog", "dump_enabled", "hash_algorithm"];
+/// the port and the key hash.
+const SETTINGS_DIFFER: &[&str] = &["tcpport", "hash_algorithm"];
 
 fn server_pair() -> Option<(Proc, Proc)> {
     let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");

@@ -3,9 +3,19 @@
 //! The socket is non-blocking and registered edge-triggered, so a read
 //! goes on until the kernel says `WouldBlock`. Commands are parsed and
 //! dispatched as soon as they are complete; the connection stops taking
-//! commands while too many replies wait (in flight or unwritten), and
-//! after a bounded amount of input per turn, so one busy client cannot
-//! starve the others.
+//! commands, and reading its socket, while too many replies wait (in
+//! flight or unwritten), and after a bounded amount of input per turn, so
+//! one busy client cannot starve the others.
+//!
+//! Memory per connection is bounded as memcached bounds it, by not reading
+//! a client that does not read its replies: once [`MAX_WAITING`] replies
+//! wait or [`MAX_ANSWERED`] bytes of answers are unwritten, no command is
+//! parsed and the socket is not read until the client has taken enough.
+//! What the connection then holds is its read buffer (at most
+//! 2 × [`READ_BATCH`] of pipelined input, or one command with its value),
+//! the answered replies (the bound, plus those of the command that crossed
+//! it), and the answers to the requests still in flight (fewer than
+//! [`MAX_WAITING`] plus one command's).
 
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, AsRawFd};
@@ -25,11 +35,16 @@ const READ_BUF: usize = 16 * 1024;
 /// Reads per turn before other connections get theirs.
 const READS_PER_TURN: usize = 8;
 /// Unparsed input that is enough to go parsing.
-const READ_BATCH: usize = 256 * 1024;
-/// Reply slots waiting before the connection stops taking commands.
-const MAX_WAITING: usize = 4096;
-/// Unwritten reply bytes before the connection stops taking commands.
-const MAX_UNWRITTEN: usize = 4 << 20;
+pub const READ_BATCH: usize = 64 * 1024;
+/// Reply slots waiting (in flight, or answered behind an earlier one)
+/// before the connection stops taking commands.
+pub const MAX_WAITING: usize = 1024;
+/// Bytes of answered, unwritten replies before the connection stops taking
+/// commands.
+pub const MAX_ANSWERED: usize = 256 * 1024;
+/// Capacity of an output buffer past which it is given back once mostly
+/// written.
+const OUT_KEEP: usize = 4 * MAX_ANSWERED;
 
 /// What a turn left to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +95,9 @@ impl Conn {
         Conn {
             stream,
             shared,
-            rbuf: vec![0; READ_BUF],
+            // Allocated at the first read: a burst of new connections
+            // costs no memory until they send something.
+            rbuf: Vec::new(),
             head: 0,
             tail: 0,
             proto: None,
@@ -141,10 +158,15 @@ impl Conn {
         self.info.publish(state.state(), self.rbuf.len());
     }
 
+    /// Whether the connection is skipping the value of a refused store.
+    pub fn swallowing(&self) -> bool {
+        self.swallow > 0
+    }
+
     /// Whether enough replies wait that no more commands should be taken.
     pub fn backpressured(&self) -> bool {
         let out = self.shared.out.borrow();
-        out.waiting() >= MAX_WAITING || out.unwritten() >= MAX_UNWRITTEN
+        out.waiting() >= MAX_WAITING || out.answered() >= MAX_ANSWERED
     }
 
     /// Reads and handles input for one turn.
@@ -167,6 +189,9 @@ impl Conn {
 
     /// Reads until `WouldBlock`, end of input, or a batch worth parsing.
     fn fill(&mut self, counters: &WorkerCounters) {
+        if self.rbuf.is_empty() {
+            self.rbuf = vec![0; READ_BUF];
+        }
         loop {
             if self.tail == self.rbuf.len() {
                 if self.head > 0 {
@@ -295,7 +320,7 @@ impl Conn {
                 }
             }
         }
-        out.trim(MAX_UNWRITTEN);
+        out.trim(OUT_KEEP);
         drop(out);
         if self.watch_pending.is_some() {
             self.start_watch();
@@ -310,6 +335,11 @@ impl Conn {
         let out = self.shared.out.borrow();
         if out.close {
             return out.unwritten() == 0;
+        }
+        if self.read_closed && self.swallow > 0 {
+            // The client left in the middle of a refused value: as
+            // memcached does, close without the replies held back for it.
+            return self.shared.pending.get() == 0 && out.writable().is_empty();
         }
         // The client closed its side: done once everything it sent is
         // answered (an incomplete last command never will be).

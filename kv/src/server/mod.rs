@@ -6,6 +6,7 @@ mod admin;
 mod agent;
 mod conn;
 mod dispatch;
+mod listen;
 mod local;
 mod outq;
 mod placement;

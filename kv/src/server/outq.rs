@@ -15,6 +15,13 @@
 //! turn ends is writable at once: nothing waits for a timer. Only when the
 //! rendered bytes pass [`HIGH_WATER`] is an unfinished batch written, so
 //! that a huge reply does not pile up in memory.
+//!
+//! The queue also keeps the numbers that bound a connection's memory (see
+//! [`super::conn`]): slots waiting, and the bytes of replies answered but
+//! not written (rendered, or held behind an earlier slot). Written bytes
+//! are dropped from the front of the buffer as the socket takes them, so a
+//! client that keeps reading, however slowly, never makes the buffer grow
+//! past what is unwritten.
 
 use std::collections::VecDeque;
 
@@ -26,6 +33,9 @@ use crate::store::Outcome;
 
 /// Rendered bytes past which an unfinished batch is written anyway.
 pub const HIGH_WATER: usize = 256 * 1024;
+/// Written bytes at the front of the buffer worth moving the rest down
+/// for (when they are also at least half of it).
+const COMPACT_AT: usize = 64 * 1024;
 
 /// How to answer a shard outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +61,10 @@ pub enum Reply {
     Nothing,
     /// Close the connection once everything before has been sent.
     Close,
+    /// The same, for a client that broke the protocol (an HTTP request, an
+    /// overlong line, a bad binary header): memcached logs such a close as
+    /// an error.
+    CloseError,
     /// A reply, and something to do when it is rendered: in request order
     /// (log lines for watchers).
     Then(Box<Reply>, OnRender),
@@ -81,10 +95,25 @@ pub struct OutQueue {
     finished: usize,
     /// A `Close` reply has been reached.
     pub close: bool,
+    /// It was a `CloseError`.
+    pub close_error: bool,
     /// Replies taken so far (reserved or pushed).
     issued: u64,
     /// `issued` at the last [`OutQueue::mark_flushed`].
     flushed: u64,
+    /// Bytes of the completed replies that wait behind an earlier slot.
+    held: usize,
+}
+
+/// About how many bytes `r` keeps in memory until it is rendered.
+fn held_bytes(r: &Reply) -> usize {
+    use crate::store::Outcome;
+    match r {
+        Reply::Outcome(Outcome::Found(hit), _) => hit.key.len() + hit.data.len(),
+        Reply::Outcome(Outcome::Missing(b) | Outcome::Meta(b), _) | Reply::Bytes(b) => b.len(),
+        Reply::Then(r, _) => held_bytes(r),
+        _ => 0,
+    }
 }
 
 impl OutQueue {
@@ -102,6 +131,7 @@ impl OutQueue {
             self.render(reply);
             true
         } else {
+            self.held += held_bytes(&reply);
             self.slots.push_back(Some(reply));
             false
         }
@@ -111,10 +141,12 @@ impl OutQueue {
     pub fn complete(&mut self, seq: u64, reply: Reply) -> bool {
         let i = (seq - self.base) as usize;
         debug_assert!(self.slots[i].is_none(), "slot completed twice");
+        self.held += held_bytes(&reply);
         self.slots[i] = Some(reply);
         let mut rendered = false;
         while let Some(Some(_)) = self.slots.front() {
             let r = self.slots.pop_front().flatten().expect("checked above");
+            self.held -= held_bytes(&r);
             self.base += 1;
             self.render(r);
             rendered = true;
@@ -162,6 +194,12 @@ impl OutQueue {
         self.buf.len() - self.written
     }
 
+    /// Bytes of replies answered and not yet written: rendered, or
+    /// completed and held behind an earlier slot.
+    pub fn answered(&self) -> usize {
+        self.unwritten() + self.held
+    }
+
     /// Notes that memcached would have written out every reply so far
     /// (it does at `mn` and once it has parsed all the input it read).
     pub fn mark_flushed(&mut self) {
@@ -189,14 +227,25 @@ impl OutQueue {
             self.buf.clear();
             self.written = 0;
             self.finished = 0;
+        } else if self.written >= COMPACT_AT && self.written * 2 >= self.buf.len() {
+            // Drop what was written: the rest moves down (it is at most
+            // as long as what goes), and the buffer never holds more than
+            // is unwritten plus what one write took.
+            self.buf.drain(..self.written);
+            self.finished -= self.written;
+            self.written = 0;
         }
     }
 
-    /// Frees the output buffer if it is empty and has grown past `max`
-    /// bytes.
+    /// Frees the output buffer if it has grown past `max` bytes and holds
+    /// less than a quarter of that.
     pub fn trim(&mut self, max: usize) {
-        if self.unwritten() == 0 && self.buf.capacity() > max {
-            self.buf = Vec::new();
+        if self.buf.capacity() > max && self.unwritten() < max / 4 {
+            let mut buf = Vec::with_capacity(self.unwritten());
+            buf.extend_from_slice(&self.buf[self.written..]);
+            self.finished -= self.written;
+            self.written = 0;
+            self.buf = buf;
         }
     }
 
@@ -211,6 +260,10 @@ impl OutQueue {
             Reply::Static(s) => self.buf.extend_from_slice(s),
             Reply::Bytes(b) => self.buf.extend_from_slice(&b),
             Reply::Close => self.close = true,
+            Reply::CloseError => {
+                self.close = true;
+                self.close_error = true;
+            }
             Reply::Then(r, then) => {
                 (then.0)();
                 self.render(*r);
@@ -355,5 +408,50 @@ mod tests {
         q.complete(s, Reply::Static(b"x"));
         assert!(q.close);
         assert_eq!(q.writable(), b"x");
+    }
+
+    #[test]
+    fn a_reader_that_keeps_up_partly_does_not_grow_the_buffer() {
+        // The client takes part of the output while more is rendered:
+        // the buffer holds what is unwritten, not everything since it was
+        // last empty.
+        let mut q = OutQueue::default();
+        let reply = vec![b'r'; 1000];
+        for _ in 0..10_000 {
+            q.push(Reply::Bytes(reply.clone()));
+            q.end_batch();
+            let n = q.writable().len().min(900);
+            q.consume(n);
+            let bound = 2 * q.unwritten().max(COMPACT_AT) + 900;
+            assert!(q.buf.len() <= bound, "{} bytes kept for {} unwritten", q.buf.len(), q.unwritten());
+        }
+        assert_eq!(q.unwritten(), 10_000 * 100);
+        assert!(q.writable().iter().all(|&b| b == b'r'));
+    }
+
+    #[test]
+    fn held_replies_count_as_answered() {
+        let mut q = OutQueue::default();
+        let s1 = q.reserve();
+        let s2 = q.reserve();
+        q.complete(s2, Reply::Bytes(vec![0; 500]));
+        assert_eq!(q.answered(), 500, "held behind slot 1");
+        assert_eq!(q.unwritten(), 0);
+        q.complete(s1, Reply::Static(b"ab"));
+        assert_eq!((q.answered(), q.unwritten()), (502, 502));
+        q.consume(502);
+        assert_eq!(q.answered(), 0);
+    }
+
+    #[test]
+    fn trim_keeps_the_unwritten_tail() {
+        let mut q = OutQueue::default();
+        q.push(Reply::Bytes(vec![b'a'; 1 << 20]));
+        q.push(Reply::Static(b"tail"));
+        q.end_batch();
+        q.consume((1 << 20) - 2);
+        q.trim(1 << 16);
+        assert!(q.buf.capacity() < 1 << 16);
+        assert_eq!(q.writable(), b"aatail");
     }
 }

@@ -3,13 +3,14 @@
 //! one process and each process of a multi-process program are set up the
 //! same way; only where the shards live differs (see [`super::placement`]).
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 
 use gossamer::JoinHandle;
 use mio::{Poll, Waker};
 
+use super::listen;
 use super::placement::Placement;
 use super::reactor;
 use super::shared::{Peer, Shared};
@@ -35,27 +36,11 @@ pub fn port_of(config: &Config, rank: usize) -> Result<u16, Error> {
         .map_err(|_| Error::Config(format!("port {} + rank {rank} is not a TCP port", config.port)))
 }
 
-fn bind(config: &Config, port: u16) -> Result<Vec<std::net::TcpListener>, Error> {
-    let mut listeners = Vec::new();
-    for host in config.listen.split(',').map(str::trim).filter(|h| !h.is_empty()) {
-        let addrs =
-            (host, port).to_socket_addrs().map_err(|source| Error::Resolve { addr: host.to_string(), source })?;
-        for addr in addrs {
-            let l = std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
-            l.set_nonblocking(true)?;
-            listeners.push(l);
-        }
-    }
-    if listeners.is_empty() {
-        return Err(Error::Config(format!("no address to listen on in {:?}", config.listen)));
-    }
-    Ok(listeners)
-}
-
 /// Binds process `rank` (of `processes`) to its addresses and makes its
 /// connection workers' pollers.
 pub fn prepare(config: Config, rank: usize, processes: usize) -> Result<Prepared, Error> {
-    let listeners = bind(&config, port_of(&config, rank)?)?;
+    listen::raise_fd_limit(config.max_connections);
+    let listeners = listen::bind(&config, port_of(&config, rank)?)?;
     let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr()).collect::<Result<_, _>>()?;
     let polls: Vec<Poll> = (0..config.connection_workers()).map(|_| Poll::new()).collect::<Result<_, _>>()?;
     let peers: Vec<Peer> =

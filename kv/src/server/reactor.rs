@@ -91,6 +91,11 @@ struct Reactor {
     backlog: Vec<usize>,
     scratch: Vec<usize>,
     next_target: usize,
+    /// Accepting stopped at the open-file limit: try again each round
+    /// (memcached retries on a timer) until it works, since the
+    /// listener's readiness is edge-triggered and is not reported again
+    /// for the connections already waiting.
+    accept_paused: bool,
     limits: Limits,
     spin: Duration,
     wait_spin: Duration,
@@ -131,6 +136,7 @@ pub fn run(init: Init) {
         backlog: Vec::new(),
         scratch: Vec::new(),
         next_target: 0,
+        accept_paused: false,
     };
     for (i, l) in r.listeners.iter_mut().enumerate() {
         if let Err(e) = r.poll.registry().register(l, listener_token(i), Interest::READABLE) {
@@ -176,6 +182,11 @@ impl Reactor {
                 }
             }
             let mut did = !events.is_empty();
+            if self.accept_paused {
+                for i in 0..self.listeners.len() {
+                    self.accept(i);
+                }
+            }
             for ev in events.iter() {
                 match ev.token() {
                     WAKER => {}
@@ -299,8 +310,12 @@ impl Reactor {
         conn.info.set_state(ConnState::ParseCmd);
         let turn = conn.service(&env);
         // What this turn parsed is one batch: its replies leave together,
-        // once the last of them is rendered.
-        conn.shared.out.borrow_mut().end_batch();
+        // once the last of them is rendered. A batch that ends in the
+        // value of a refused store goes on until the value is skipped, as
+        // memcached answers such a store only once it has swallowed it.
+        if !conn.swallowing() {
+            conn.shared.out.borrow_mut().end_batch();
+        }
         if turn == Turn::Again && !conn.in_backlog {
             conn.in_backlog = true;
             self.backlog.push(slot);
@@ -348,17 +363,36 @@ impl Reactor {
         }
     }
 
+    /// Accepts the connections waiting on listener `i`: first takes them
+    /// all off the kernel's queue, so that a burst finds room in the
+    /// backlog while the worker is busy, then sets each up.
     fn accept(&mut self, i: usize) {
+        let mut accepted = Vec::new();
         loop {
-            let (mut stream, addr) = match self.listeners[i].accept() {
-                Ok(s) => s,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            match self.listeners[i].accept() {
+                Ok(s) => {
+                    self.accept_paused = false;
+                    accepted.push(s);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.accept_paused = false;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    if !self.accept_paused {
+                        tracing::warn!("accept failed: {e}; raise the open-file limit (ulimit -n) or lower -c");
+                    }
+                    self.accept_paused = true;
+                    break;
+                }
                 Err(e) => {
                     tracing::warn!("accept failed: {e}");
-                    return;
+                    break;
                 }
-            };
+            }
+        }
+        for (mut stream, addr) in accepted {
             let sh = &self.shared;
             if sh.curr_connections.load(Ordering::Relaxed) >= sh.config.max_connections {
                 let _ = stream.write(TOO_MANY);
@@ -413,7 +447,7 @@ impl Reactor {
             admin::hooks::conn_close(
                 &self.shared,
                 conn.stream.peer_addr().ok(),
-                conn.broken || conn.is_watching(),
+                conn.broken || conn.is_watching() || conn.shared.out.borrow().close_error,
                 conn.info.fd,
             );
         }

@@ -148,9 +148,6 @@ const EVENT_LIBRARY: &str = "mio";
 /// shards' hash maps grow by themselves and report no power).
 const HASH_POWER_LEVEL: u32 = 16;
 
-/// The backlog `std::net::TcpListener::bind` passes to `listen(2)`.
-const TCP_BACKLOG: u32 = 128;
-
 /// Writes `0` for each of `names`: counters of memcached machinery that
 /// this server does not have.
 fn zeros<S: Sink>(s: &mut S, names: &[&str]) {
@@ -271,8 +268,11 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("lru_bumps_dropped", &0);
     // This server's own.
     s.stat("shards", &(cfg.shard_count() as u64 * n));
-    s.stat("processes", &n);
-    s.stat("rank", &totals.rank.unwrap_or(shared.rank));
+    // Only a program of several processes has processes to tell apart.
+    if shared.processes > 1 {
+        s.stat("processes", &n);
+        s.stat("rank", &totals.rank.unwrap_or(shared.rank));
+    }
 }
 
 /// memcached's logger counters, from the log watchers.
@@ -312,7 +312,7 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("detail_enabled", &yes_no(admin.detail.enabled()));
     s.stat("reqs_per_event", &20);
     s.stat("cas_enabled", &"yes");
-    s.stat("tcp_backlog", &TCP_BACKLOG);
+    s.stat("tcp_backlog", &cfg.backlog);
     s.stat("binding_protocol", &"auto-negotiate");
     s.stat("auth_enabled_sasl", &"no");
     s.stat("auth_enabled_ascii", &"no");
@@ -329,7 +329,7 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("lru_crawler_tocrawl", &0);
     s.stat("tail_repair_time", &0);
     s.stat("flush_enabled", &"yes");
-    s.stat("dump_enabled", &"no");
+    s.stat("dump_enabled", &"yes");
     s.stat("hash_algorithm", &"fnv1a");
     s.stat("lru_maintainer_thread", &"yes");
     s.stat("lru_segmented", &"yes");

@@ -107,12 +107,25 @@ pub enum Op {
         /// Slab class ids to list; `None` for all.
         classes: Option<Vec<u32>>,
     },
+    /// List the live items of one slab class, most recently used first
+    /// (`stats cachedump`): records of a little-endian `u32` length and an
+    /// `ITEM <key> [<bytes> b; <exptime> s]` line.
+    CacheDump {
+        /// The slab class.
+        class: u32,
+        /// At most this many items (0: all).
+        limit: u32,
+    },
     /// Read the shard's counters, optionally resetting them.
     Stats {
         /// Reset the counters after reading them.
         reset: bool,
     },
 }
+
+/// The most `stats cachedump` answers, as memcached's buffer (its `END`
+/// included).
+pub const CACHEDUMP_MAX: usize = 2 * 1024 * 1024;
 
 /// A found item, copied out of the table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

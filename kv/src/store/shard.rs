@@ -133,6 +133,7 @@ impl Shard {
                 Outcome::Done
             }
             Op::Dump { classes } => Outcome::Meta(self.dump(classes.as_deref(), now, started)),
+            Op::CacheDump { class, limit } => Outcome::Meta(self.cachedump(class, limit, now, started)),
             Op::Stats { reset } => {
                 let s = self.stats(now);
                 if reset {

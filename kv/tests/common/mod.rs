@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod program;
+
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

@@ -184,6 +184,13 @@ pub enum LruCommand {
         /// Enable (true) or disable.
         enable: bool,
     },
+    /// `stats cachedump <class> <limit>`
+    CacheDump {
+        /// The slab class.
+        class: u32,
+        /// At most this many items (0: all).
+        limit: u32,
+    },
 }
 
 /// A command and how much input it took.

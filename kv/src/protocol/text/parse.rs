@@ -8,7 +8,7 @@
 //! too long to be a command.
 
 use super::admin;
-use super::command::{Command, Parsed, StatsKind};
+use super::command::{Command, LruCommand, Parsed, StatsKind};
 use crate::numeric::{c_str, safe_strtol, safe_strtoul, safe_strtoull};
 use crate::store::{item_size_ok, StoreMode, KEY_MAX};
 
@@ -362,9 +362,26 @@ fn stats<'a>(t: &Tokens<'a>) -> Command<'a> {
             _ => reply(replies::BAD_FORMAT, false),
         },
         b"detail" => admin::stats_detail(t.line),
+        b"cachedump" => cachedump(t),
         b"sizes_enable" if t.n == 2 => admin::stats_sizes(true),
         b"sizes_disable" if t.n == 2 => admin::stats_sizes(false),
         _ => reply(replies::ERROR, false),
+    }
+}
+
+/// Slab classes memcached can have (`MAX_NUMBER_OF_SLAB_CLASSES`).
+const SLAB_CLASSES: u32 = 64;
+
+/// `stats cachedump <class> <limit>`, with memcached's checks in its
+/// order (extra tokens are ignored).
+fn cachedump(t: &Tokens<'_>) -> Command<'static> {
+    if t.n < 4 {
+        return reply(b"CLIENT_ERROR bad command line\r\n", false);
+    }
+    match (safe_strtoul(t.get(2)), safe_strtoul(t.get(3))) {
+        (Some(class), _) if class >= SLAB_CLASSES => reply(b"CLIENT_ERROR Illegal slab id\r\n", false),
+        (Some(class), Some(limit)) => Command::Lru(LruCommand::CacheDump { class, limit }),
+        _ => reply(replies::BAD_FORMAT, false),
     }
 }
 

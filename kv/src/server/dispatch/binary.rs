@@ -38,13 +38,13 @@ pub fn binary(env: &Env<'_>, conn: &Rc<ConnShared>, frame: Frame<'_>) -> Flow {
     let shards = env.shards;
     match frame {
         Frame::BadMagic => {
-            conn.push(Reply::Close);
+            conn.push(Reply::CloseError);
             Flow::Stop
         }
         Frame::Error { header, status, close } => {
             error(conn, &header, status);
             if close {
-                conn.push(Reply::Close);
+                conn.push(Reply::CloseError);
                 return Flow::Stop;
             }
             Flow::Continue

@@ -13,6 +13,7 @@ use crate::protocol::text::{replies, CrawlScope, LruCommand};
 use crate::server::local::ConnShared;
 use crate::server::outq::Reply;
 use crate::server::shards::Scope;
+use crate::store::op::CACHEDUMP_MAX;
 use crate::store::{Op, Outcome};
 
 /// Whether `lru_crawler` commands are enabled (`lru_crawler enable` /
@@ -38,6 +39,30 @@ const NOTSTARTED: &[u8] = b"NOTSTARTED no items to crawl\r\n";
 const UNKNOWN: &[u8] = b"ERROR an unknown error happened\r\n";
 const PIPELINED: &[u8] = b"ERROR cannot pipeline other commands before metadump\r\n";
 const START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
+
+/// The `stats cachedump` reply from the shards' records (see
+/// [`Op::CacheDump`]): shard after shard, at most `limit` items (0: all)
+/// and [`CACHEDUMP_MAX`] bytes, then `END`.
+fn cachedump<'a>(shards: impl Iterator<Item = &'a Outcome>, limit: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut shown = 0u32;
+    'shards: for o in shards {
+        let Outcome::Meta(records) = o else { continue };
+        let mut records = records.as_slice();
+        while let Some((len, rest)) = records.split_first_chunk::<4>() {
+            let len = u32::from_le_bytes(*len) as usize;
+            let (line, rest) = rest.split_at(len);
+            if (limit != 0 && shown >= limit) || out.len() + len + 6 > CACHEDUMP_MAX {
+                break 'shards;
+            }
+            out.extend_from_slice(line);
+            shown += 1;
+            records = rest;
+        }
+    }
+    out.extend_from_slice(replies::END);
+    out
+}
 
 /// Handles one administrative command.
 pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
@@ -68,6 +93,11 @@ pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
             CrawlScope::Classes(ids) if ids.is_empty() => NOTSTARTED,
             CrawlScope::All | CrawlScope::Classes(_) => replies::OK,
         })),
+        LruCommand::CacheDump { class, limit } => {
+            shards.broadcast(conn, Scope::All, Some(Op::CacheDump { class, limit }), None, move |g| {
+                Reply::Bytes(cachedump(g.shards.iter(), limit))
+            });
+        }
         LruCommand::MetaDump(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
         LruCommand::MetaDump(scope) => {
             // memcached refuses a dump behind replies it has not sent yet.

@@ -108,8 +108,12 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
                 }
             });
         }
-        Command::Quit | Command::Close => {
+        Command::Quit => {
             conn.push(Reply::Close);
+            return Flow::Stop;
+        }
+        Command::Close => {
+            conn.push(Reply::CloseError);
             return Flow::Stop;
         }
         Command::Meta(m) => super::meta::meta(env, conn, m),

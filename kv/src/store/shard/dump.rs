@@ -1,10 +1,11 @@
-//! `lru_crawler metadump`: a shard's live items in memcached's line
-//! format, oldest first.
+//! `lru_crawler metadump` and `stats cachedump`: a shard's live items in
+//! memcached's line formats.
 
 use std::io::Write;
 
 use super::Shard;
 use crate::store::item::{item_size, slab_class};
+use crate::store::op::CACHEDUMP_MAX;
 
 /// Appends `b` URI-encoded as memcached's `uriencode` does: letters,
 /// digits and `-._~` stay, every other byte becomes `%XX`.
@@ -44,6 +45,44 @@ impl Shard {
                 if it.fetched { "yes" } else { "no" },
             )
             .expect("writing to a Vec cannot fail");
+        }
+        out
+    }
+}
+
+impl Shard {
+    /// The `stats cachedump` records of the live items of slab class
+    /// `class` at relative time `now`, most recently used first: at most
+    /// `limit` (0: no limit) and [`CACHEDUMP_MAX`] bytes of lines. Each is a
+    /// little-endian `u32` length and the line `ITEM <key> [<bytes> b;
+    /// <exptime> s]`, the expiry as a Unix time (0 for none). Items stored
+    /// with a base64 key are left out, as memcached leaves them out.
+    pub(super) fn cachedump(&self, class: u32, limit: u32, now: u32, started: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (mut shown, mut bytes) = (0u32, 0usize);
+        let mut line = Vec::new();
+        for (key, it) in self.map.iter() {
+            if limit != 0 && shown >= limit {
+                break;
+            }
+            if (it.exptime != 0 && it.exptime < now) || self.is_flushed(it, now) || it.key_binary {
+                continue;
+            }
+            if slab_class(item_size(key.len(), it.flags, it.data.len()), self.item_size_max) != class {
+                continue;
+            }
+            let exp = if it.exptime == 0 { 0 } else { i64::from(it.exptime) + started };
+            line.clear();
+            line.extend_from_slice(b"ITEM ");
+            line.extend_from_slice(key);
+            write!(line, " [{} b; {exp} s]\r\n", it.data.len()).expect("writing to a Vec cannot fail");
+            if bytes + line.len() + 6 > CACHEDUMP_MAX {
+                break;
+            }
+            bytes += line.len();
+            shown += 1;
+            out.extend_from_slice(&(line.len() as u32).to_le_bytes());
+            out.extend_from_slice(&line);
         }
         out
     }

@@ -136,6 +136,18 @@ fn stats_variants() {
 }
 
 #[test]
+fn stats_cachedump_checks_as_memcached() {
+    let dump = |class, limit| Command::Lru(LruCommand::CacheDump { class, limit });
+    assert_eq!(one(b"stats cachedump 1 100\r\n").command, dump(1, 100));
+    assert_eq!(one(b"stats cachedump 63 0 extra\r\n").command, dump(63, 0));
+    assert_eq!(reply_of(b"stats cachedump\r\n").0, b"CLIENT_ERROR bad command line\r\n");
+    assert_eq!(reply_of(b"stats cachedump 1\r\n").0, b"CLIENT_ERROR bad command line\r\n");
+    assert_eq!(reply_of(b"stats cachedump x 1\r\n").0, replies::BAD_FORMAT);
+    assert_eq!(reply_of(b"stats cachedump 1 -1\r\n").0, replies::BAD_FORMAT);
+    assert_eq!(reply_of(b"stats cachedump 64 1\r\n").0, b"CLIENT_ERROR Illegal slab id\r\n");
+}
+
+#[test]
 fn closing_lines() {
     assert_eq!(one(b"GET / HTTP/1.1\r\n").command, Command::Close);
     assert_eq!(one(&[b'x'; 3000]).command, Command::Close);
