@@ -7,6 +7,7 @@ mod agent;
 mod conn;
 mod dispatch;
 mod local;
+mod maintainer;
 mod outq;
 mod placement;
 mod process;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use gossamer::JoinHandle;
 use mio::{Poll, Waker};
 
+use super::maintainer;
 use super::placement::Placement;
 use super::reactor;
 use super::shared::{Peer, Shared};
@@ -78,8 +79,9 @@ impl Prepared {
 }
 
 /// Starts the connection workers of `prepared`, whose first runs on global
-/// thread `base`, with `spawn(thread, body)` (a fiber on that thread of this
-/// process).
+/// thread `base`, and the process's maintainer (on that thread too), with
+/// `spawn(thread, body)` (a fiber on that thread of this process). The
+/// handles returned end when the process stops.
 pub fn start<S>(prepared: Prepared, placement: &Placement, base: usize, mut spawn: S) -> Vec<JoinHandle<()>>
 where
     S: FnMut(usize, Box<dyn FnOnce() + Send>) -> JoinHandle<()>,
@@ -100,6 +102,15 @@ where
         };
         workers.push(spawn(base + index, Box::new(move || reactor::run(init))));
     }
+    let own: Vec<_> = placement
+        .shards
+        .iter()
+        .zip(&placement.shard_ranks)
+        .filter(|(_, &r)| r == shared.rank)
+        .map(|(s, _)| s.clone())
+        .collect();
+    let sh = shared.clone();
+    workers.push(spawn(base, Box::new(move || maintainer::run(sh, own))));
     for a in &shared.addrs {
         tracing::info!(rank = shared.rank, "listening on {a}");
     }

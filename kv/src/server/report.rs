@@ -167,8 +167,9 @@ fn secs(us: u64) -> String {
 /// `stats`: memcached 1.6.18's keys in its order (with its default
 /// settings), then this server's own. Which values are fixed, and why, is
 /// listed in the README. Counters are summed over the processes covered;
-/// `uptime` and `time` are the answering process's, and so is `pid` unless
-/// one process is asked about.
+/// `uptime` and `time` come from the program's clock, the same in every
+/// process; `pid` is the answering process's unless one process is asked
+/// about.
 fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     let st = &totals.items;
     let p = &totals.process;
@@ -241,10 +242,10 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
             "slabs_moved",
             "lru_crawler_running",
             "lru_crawler_starts",
-            "lru_maintainer_juggles",
-            "malloc_fails",
         ],
     );
+    s.stat("lru_maintainer_juggles", &p.juggles);
+    s.stat("malloc_fails", &0);
     log_stats(s, shared);
     zeros(s, &["unexpected_napi_ids", "round_robin_fallback"]);
     s.stat("bytes", &st.bytes);
@@ -324,14 +325,14 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("slab_automove_ratio", &format!("{:.2}", admin.automove_ratio()));
     s.stat("slab_automove_window", &30);
     s.stat("slab_chunk_max", &524_288);
-    s.stat("lru_crawler", &"yes");
+    s.stat("lru_crawler", &yes_no(admin.lru_crawler.load(Ordering::Relaxed)));
     s.stat("lru_crawler_sleep", &100);
     s.stat("lru_crawler_tocrawl", &0);
     s.stat("tail_repair_time", &0);
     s.stat("flush_enabled", &"yes");
     s.stat("dump_enabled", &"no");
     s.stat("hash_algorithm", &"fnv1a");
-    s.stat("lru_maintainer_thread", &"yes");
+    s.stat("lru_maintainer_thread", &yes_no(admin.lru_maintainer));
     s.stat("lru_segmented", &"yes");
     s.stat("hot_lru_pct", &20);
     s.stat("warm_lru_pct", &40);

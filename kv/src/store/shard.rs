@@ -15,6 +15,12 @@
 //! [`CRAWL_BUDGET`] flushed items from the tail, and a `stats` request
 //! reclaims all of them, so `stats` shows what memcached shows once its
 //! maintainer has been by.
+//!
+//! Expired items are reclaimed in the background too: once a second the
+//! process's maintainer delegates [`Shard::maintain`] to each of its
+//! shards, which removes the items whose time has come, found through the
+//! shard's expiry queue (see [`expiry`]), and the flushed ones, so that
+//! memory and `curr_items` go down without anyone asking for those keys.
 
 use lru::LruCache;
 
@@ -23,6 +29,7 @@ use super::op::{Hit, Op, Outcome, StoreMode};
 use super::stats::{ClassStats, ShardStats};
 use crate::clock;
 use crate::numeric;
+use expiry::Expiry;
 
 /// memcached refreshes an item's access time at most this often (seconds).
 const ITEM_UPDATE_INTERVAL: u32 = 60;
@@ -66,6 +73,8 @@ pub struct Shard {
     classes: Vec<ClassStats>,
     /// Items per 32-byte size bucket.
     sizes: Vec<u64>,
+    /// Keys by expiration time, for the background reclaim.
+    expiry: Expiry,
 }
 
 /// State of a key found in the map.
@@ -94,6 +103,7 @@ impl Shard {
             stats: ShardStats { limit_maxbytes: cfg.mem_limit, ..ShardStats::default() },
             classes: accounting::empty(),
             sizes: Vec::new(),
+            expiry: Expiry::default(),
         }
     }
 
@@ -127,7 +137,15 @@ impl Shard {
                 self.flush(delay, now, started);
                 Outcome::Done
             }
-            Op::Meta(m) => self.meta(*m, now, started),
+            Op::Meta(m) => {
+                // A meta command may give an item a new expiration time.
+                let key = (m.ttl.is_some() || m.vivify.is_some()).then(|| m.key.clone());
+                let out = self.meta(*m, now, started);
+                if let Some(key) = key {
+                    self.reschedule(&key);
+                }
+                out
+            }
             Op::MemLimit { total } => {
                 self.mem_limit = share(total, self.index, self.cas_step as usize);
                 Outcome::Done
@@ -141,6 +159,54 @@ impl Shard {
                 }
                 Outcome::Stats(Box::new(s))
             }
+        }
+    }
+
+    /// The background reclaim at relative time `now` (memcached's LRU
+    /// maintainer): removes up to `budget` flushed items from the LRU tail
+    /// and up to `budget` items whose expiration time has come, counting
+    /// them as `reclaimed`. Returns whether some may be left for another
+    /// call.
+    pub fn maintain(&mut self, now: u32, budget: usize) -> bool {
+        if self.crawl_at != 0 && now >= self.crawl_at {
+            self.crawl(now, budget);
+        }
+        let mut more = self.crawl_at != 0 && now >= self.crawl_at;
+        let mut checked = 0;
+        while let Some(key) = self.expiry.next_due(now) {
+            checked += 1;
+            match self.map.peek(&key[..]) {
+                Some(it) if it.expired(now) => {
+                    if let Some(it) = self.remove(&key) {
+                        self.account_reclaimed(it.class, it.fetched);
+                        self.stats.reclaimed += 1;
+                        if !it.fetched {
+                            self.stats.expired_unfetched += 1;
+                        }
+                    }
+                }
+                // Given a later time since: due then.
+                Some(it) => {
+                    let at = it.exptime;
+                    self.expiry.schedule(&key, at);
+                }
+                None => {}
+            }
+            if checked == budget {
+                more = true;
+                break;
+            }
+        }
+        if self.expiry.wants_rebuild(self.map.len()) {
+            self.expiry.rebuild(self.map.iter().map(|(k, it)| (&k[..], it.exptime)));
+        }
+        more
+    }
+
+    /// Enqueues the item under `key` (if any) for its expiration time.
+    fn reschedule(&mut self, key: &[u8]) {
+        if let Some(at) = self.map.peek(key).map(|it| it.exptime) {
+            self.expiry.schedule(key, at);
         }
     }
 
@@ -279,6 +345,9 @@ impl Shard {
         it.fetched = true;
         let class = it.class;
         let hit = Hit { key, flags: it.flags, cas: it.cas, data: if value { it.data.clone() } else { Vec::new() } };
+        if let Some(exptime) = touch {
+            self.expiry.schedule(&hit.key, exptime);
+        }
         if touch.is_some() {
             self.class_mut(class).touch_hits += 1;
             self.stats.touch_hits += 1;
@@ -416,6 +485,7 @@ impl Shard {
         self.mem_used += size;
         self.account_in(item.class, size);
         self.stats.total_items += 1;
+        self.expiry.schedule(&key, item.exptime);
         self.map.put(key.into_boxed_slice(), item);
         Some(cas)
     }
@@ -516,6 +586,7 @@ pub fn share(total: u64, index: usize, count: usize) -> u64 {
 
 mod accounting;
 mod dump;
+mod expiry;
 mod meta;
 
 #[cfg(test)]

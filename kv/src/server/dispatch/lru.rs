@@ -2,11 +2,12 @@
 //! go to every shard.
 //!
 //! The crawler's enabled state is a setting of the server process, as in
-//! memcached; there is no crawler thread behind it (shards reclaim
-//! flushed and expired items themselves), so `crawl` only answers.
+//! memcached; there is no crawler thread behind it (each process's
+//! maintainer has its shards reclaim flushed and expired items once a
+//! second: see the server's maintainer), so `crawl` only answers.
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Env;
 use crate::protocol::text::{replies, CrawlScope, LruCommand};
@@ -14,10 +15,6 @@ use crate::server::local::ConnShared;
 use crate::server::outq::Reply;
 use crate::server::shards::Scope;
 use crate::store::{Op, Outcome};
-
-/// Whether `lru_crawler` commands are enabled (`lru_crawler enable` /
-/// `disable`); on at start, as in memcached.
-static CRAWLER: AtomicBool = AtomicBool::new(true);
 
 /// The memory limit `cache_memlimit` last set, in bytes (0: none yet),
 /// for `stats settings`.
@@ -42,6 +39,7 @@ const START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
 /// Handles one administrative command.
 pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
     let shards = env.shards;
+    let crawler = &env.shared.admin.lru_crawler;
     match cmd {
         LruCommand::MemLimit { megabytes, noreply } => {
             let total = u64::from(megabytes) * 1024 * 1024;
@@ -58,17 +56,17 @@ pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
             });
         }
         LruCommand::Crawler { enable } => {
-            let was = CRAWLER.swap(enable, Ordering::Relaxed);
+            let was = crawler.swap(enable, Ordering::Relaxed);
             conn.push(Reply::Static(if enable && was { START_FAILED } else { replies::OK }));
         }
-        LruCommand::Crawl(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        LruCommand::Crawl(_) if !crawler.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
         LruCommand::Crawl(scope) => conn.push(Reply::Static(match scope {
             CrawlScope::Bad => BADCLASS,
             CrawlScope::Hash => UNKNOWN,
             CrawlScope::Classes(ids) if ids.is_empty() => NOTSTARTED,
             CrawlScope::All | CrawlScope::Classes(_) => replies::OK,
         })),
-        LruCommand::MetaDump(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        LruCommand::MetaDump(_) if !crawler.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
         LruCommand::MetaDump(scope) => {
             // memcached refuses a dump behind replies it has not sent yet.
             let behind = conn.out.borrow().has_stack();
