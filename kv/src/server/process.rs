@@ -79,7 +79,7 @@ impl Prepared {
 }
 
 /// Starts the connection workers of `prepared`, whose first runs on global
-/// thread `base`, and the process's maintainer (on that thread too), with
+/// thread `base`, and the maintainers of the process's shards, with
 /// `spawn(thread, body)` (a fiber on that thread of this process). The
 /// handles returned end when the process stops.
 pub fn start<S>(prepared: Prepared, placement: &Placement, base: usize, mut spawn: S) -> Vec<JoinHandle<()>>
@@ -102,15 +102,13 @@ where
         };
         workers.push(spawn(base + index, Box::new(move || reactor::run(init))));
     }
-    let own: Vec<_> = placement
-        .shards
-        .iter()
-        .zip(&placement.shard_ranks)
-        .filter(|(_, &r)| r == shared.rank)
-        .map(|(s, _)| s.clone())
-        .collect();
-    let sh = shared.clone();
-    workers.push(spawn(base, Box::new(move || maintainer::run(sh, own))));
+    // A maintainer for each of this process's shards, on the shard's thread.
+    shared.maintenance.start_timer();
+    let own = (0..placement.shards.len()).filter(|&s| placement.shard_ranks[s] == shared.rank);
+    for (i, s) in own.enumerate() {
+        let (sh, shard) = (shared.clone(), placement.shards[s].clone());
+        workers.push(spawn(placement.shard_threads[s], Box::new(move || maintainer::run(sh, shard, i == 0))));
+    }
     for a in &shared.addrs {
         tracing::info!(rank = shared.rank, "listening on {a}");
     }

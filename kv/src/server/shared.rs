@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use mio::net::TcpStream;
 use mio::Waker;
@@ -387,8 +387,9 @@ pub struct Shared {
     pub watcher: Option<super::watcher::Watcher>,
     /// Detail stats, log watchers and the other administrative state.
     pub admin: super::admin::AdminState,
-    /// Wakes the process's maintainer (see [`super::maintainer`]).
-    pub maintainer: OnceLock<gossamer::Unparker>,
+    /// The clock's timer and the shards' maintainers (see
+    /// [`super::maintainer`]).
+    pub maintenance: super::maintainer::Maintenance,
 }
 
 impl Shared {
@@ -423,7 +424,7 @@ impl Shared {
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             baseline: Mutex::new(CounterValues::default()),
-            maintainer: OnceLock::new(),
+            maintenance: Default::default(),
         }
     }
 
@@ -494,9 +495,7 @@ impl Shared {
         for p in &self.peers {
             let _ = p.waker.wake();
         }
-        if let Some(m) = self.maintainer.get() {
-            m.unpark();
-        }
+        self.maintenance.stop();
     }
 }
 
