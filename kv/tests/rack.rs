@@ -453,7 +453,7 @@ fn a_delayed_flush_takes_effect_in_every_process_at_once() {
         // Only the process told has clients meanwhile.
         thread::sleep(Duration::from_millis(2200));
         for c in [&mut m, &mut r[told]] {
-            let stored = each(c, 40, |i| format!("set f{told}_{i} 0 0 1\r\n{i}\r\n"));
+            let stored = each(c, 40, |i| format!("set f{told}_{i} 0 0 2\r\n{i:02}\r\n"));
             assert!(stored.iter().all(|l| l == "STORED"), "{stored:?}");
         }
         let gets: String = (0..40).map(|i| format!(" f{told}_{i}")).collect();

@@ -131,7 +131,7 @@ pub fn write<S: Sink>(mut sink: S, kind: StatsKind, shared: &Shared, totals: &To
     match kind {
         StatsKind::General | StatsKind::Process(_) => general(&mut sink, shared, totals),
         StatsKind::Settings => settings(&mut sink, shared),
-        StatsKind::Items => item_class(&mut sink, items),
+        StatsKind::Items => item_class(&mut sink, items, shared.admin.lru_maintainer),
         StatsKind::Slabs => slabs(&mut sink, items),
         StatsKind::Sizes => sizes(&mut sink, shared, items),
         StatsKind::Reset => {}
@@ -240,11 +240,17 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
             "slab_reassign_busy_deletes",
             "slab_reassign_running",
             "slabs_moved",
-            "lru_crawler_running",
-            "lru_crawler_starts",
         ],
     );
-    s.stat("lru_maintainer_juggles", &p.juggles);
+    // As in memcached, the crawler's and the maintainer's keys are there
+    // while they are on.
+    if shared.admin.lru_crawler.load(Ordering::Relaxed) {
+        zeros(s, &["lru_crawler_running", "lru_crawler_starts"]);
+    }
+    let segmented = shared.admin.lru_maintainer;
+    if segmented {
+        s.stat("lru_maintainer_juggles", &p.juggles);
+    }
     s.stat("malloc_fails", &0);
     log_stats(s, shared);
     zeros(s, &["unexpected_napi_ids", "round_robin_fallback"]);
@@ -254,22 +260,17 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("slab_global_page_pool", &0);
     s.stat("expired_unfetched", &st.expired_unfetched);
     s.stat("evicted_unfetched", &st.evicted_unfetched);
-    s.stat("evicted_active", &0);
+    if segmented {
+        s.stat("evicted_active", &0);
+    }
     s.stat("evictions", &st.evictions);
     s.stat("reclaimed", &st.reclaimed);
-    zeros(
-        s,
-        &[
-            "crawler_reclaimed",
-            "crawler_items_checked",
-            "lrutail_reflocked",
-            "moves_to_cold",
-            "moves_to_warm",
-            "moves_within_lru",
-        ],
-    );
-    s.stat("direct_reclaims", &st.direct_reclaims);
-    s.stat("lru_bumps_dropped", &0);
+    zeros(s, &["crawler_reclaimed", "crawler_items_checked", "lrutail_reflocked"]);
+    if segmented {
+        zeros(s, &["moves_to_cold", "moves_to_warm", "moves_within_lru"]);
+        s.stat("direct_reclaims", &st.direct_reclaims);
+        s.stat("lru_bumps_dropped", &0);
+    }
     // This server's own.
     s.stat("shards", &(cfg.shard_count() as u64 * n));
     s.stat("processes", &n);
@@ -418,15 +419,19 @@ fn used_classes(st: &ShardStats) -> impl Iterator<Item = (u32, &ClassStats)> {
 /// is one plain LRU per shard: every item counts as hot (where memcached
 /// puts new items), `age` is the oldest item's, and the segmented-LRU and
 /// crawler counters are 0.
-fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {
+/// Without the maintainer (`-o no_lru_maintainer`) memcached's LRU is not
+/// segmented, and the segments' keys are left out, as memcached does.
+fn item_class<S: Sink>(s: &mut S, st: &ShardStats, segmented: bool) {
     for (id, c) in used_classes(st) {
         let mut put = |name: &str, v: &dyn Display| s.stat(&format!("items:{id}:{name}"), v);
         put("number", &c.number);
-        put("number_hot", &c.number);
-        put("number_warm", &0);
-        put("number_cold", &0);
-        put("age_hot", &0);
-        put("age_warm", &0);
+        if segmented {
+            put("number_hot", &c.number);
+            put("number_warm", &0);
+            put("number_cold", &0);
+            put("age_hot", &0);
+            put("age_warm", &0);
+        }
         put("age", &st.oldest_age);
         put("mem_requested", &c.mem_requested);
         put("evicted", &c.evicted);
@@ -437,16 +442,20 @@ fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {
         put("reclaimed", &c.reclaimed);
         put("expired_unfetched", &c.expired_unfetched);
         put("evicted_unfetched", &c.evicted_unfetched);
-        put("evicted_active", &0);
+        if segmented {
+            put("evicted_active", &0);
+        }
         put("crawler_reclaimed", &0);
         put("crawler_items_checked", &0);
         put("lrutail_reflocked", &0);
-        put("moves_to_cold", &0);
-        put("moves_to_warm", &0);
-        put("moves_within_lru", &0);
-        put("direct_reclaims", &c.direct_reclaims);
-        for name in ["hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"] {
-            put(name, &0);
+        if segmented {
+            put("moves_to_cold", &0);
+            put("moves_to_warm", &0);
+            put("moves_within_lru", &0);
+            put("direct_reclaims", &c.direct_reclaims);
+            for name in ["hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"] {
+                put(name, &0);
+            }
         }
     }
 }

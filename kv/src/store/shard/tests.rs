@@ -263,3 +263,59 @@ fn stores_count_direct_reclaims() {
     }
     assert_eq!(s.stats(10).direct_reclaims, 2);
 }
+
+#[test]
+fn maintain_reclaims_expired_items_nobody_asks_for() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "a", "x", 2, 10); // due at 12
+    set(&mut s, "b", "x", 5, 10); // due at 15
+    set(&mut s, "c", "x", 0, 10); // never
+    set(&mut s, "d", "x", 2, 10);
+    // `d` is touched to a later time, `a` replaced by an item without one.
+    s.execute(Op::Get { key: b"d".to_vec(), touch: Some(10), value: false }, 11, STARTED);
+    set(&mut s, "a", "y", 0, 11);
+    assert!(!s.maintain(11, 100));
+    assert_eq!(curr_items(&s, 11), 4);
+    assert!(!s.maintain(12, 100));
+    assert_eq!((curr_items(&s, 12), s.stats(12).reclaimed), (4, 0));
+    assert!(!s.maintain(15, 100));
+    let st = s.stats(15);
+    assert_eq!((st.curr_items, st.reclaimed, st.expired_unfetched, st.bytes), (3, 1, 1, 3 * 61));
+    assert!(!s.maintain(21, 100));
+    assert_eq!((curr_items(&s, 21), s.stats(21).reclaimed), (2, 2));
+    assert_eq!(get(&mut s, "a", 21).as_deref(), Some(&b"y"[..]));
+    assert_eq!(get(&mut s, "c", 21).as_deref(), Some(&b"x"[..]));
+}
+
+#[test]
+fn maintain_works_in_batches_and_follows_meta_ttls() {
+    let mut s = shard(1 << 24);
+    for i in 0..10 {
+        set(&mut s, &format!("k{i}"), "x", 1, 10);
+    }
+    assert!(s.maintain(11, 4));
+    assert!(s.maintain(11, 4));
+    assert!(!s.maintain(11, 4));
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (0, 10));
+    // An item without a TTL given one by `mg T`.
+    set(&mut s, "m", "x", 0, 11);
+    let mut op = crate::store::meta::MetaOp::new(crate::store::meta::MetaKind::Get, b"m".to_vec());
+    op.flags.push(crate::store::meta::MetaFlag::SetTtl);
+    op.ttl = Some(1);
+    s.execute(Op::Meta(Box::new(op)), 11, STARTED);
+    assert!(!s.maintain(12, 100));
+    assert_eq!(curr_items(&s, 12), 0);
+}
+
+#[test]
+fn maintain_reclaims_flushed_items() {
+    let mut s = shard(1 << 20);
+    for k in ["a", "b"] {
+        set(&mut s, k, "x", 0, 10);
+    }
+    s.execute(Op::Flush { delay: 0 }, 10, STARTED);
+    assert!(!s.maintain(10, 100));
+    assert_eq!(curr_items(&s, 10), 2);
+    assert!(!s.maintain(11, 100));
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (0, 2));
+}
