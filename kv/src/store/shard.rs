@@ -34,6 +34,10 @@ use expiry::Expiry;
 /// memcached refreshes an item's access time at most this often (seconds).
 const ITEM_UPDATE_INTERVAL: u32 = 60;
 
+/// Items a store looks at on the LRU tail when the maintainer is off
+/// (memcached's `lru_pull_tail` tries).
+const TAIL_SEARCH: usize = 5;
+
 /// Flushed items a request reclaims from the LRU tail before it runs.
 pub const CRAWL_BUDGET: usize = 64;
 
@@ -48,6 +52,9 @@ pub struct ShardConfig {
     pub mem_limit: u64,
     /// Largest item size (`-I`).
     pub item_size_max: usize,
+    /// Each store first reclaims expired items from the LRU tail, as
+    /// memcached does when its LRU maintainer is off.
+    pub tail_reclaim: bool,
 }
 
 /// A shard of the table.
@@ -56,6 +63,7 @@ pub struct Shard {
     mem_used: u64,
     mem_limit: u64,
     item_size_max: usize,
+    tail_reclaim: bool,
     index: usize,
     last_cas: u64,
     cas_step: u64,
@@ -93,6 +101,7 @@ impl Shard {
             mem_used: 0,
             mem_limit: cfg.mem_limit,
             item_size_max: cfg.item_size_max,
+            tail_reclaim: cfg.tail_reclaim,
             index: cfg.index,
             // CAS values of shard i are i+1, i+1+count, i+1+2*count, ...
             last_cas: (cfg.index as u64 + 1).wrapping_sub(count),
@@ -201,6 +210,27 @@ impl Shard {
             self.expiry.rebuild(self.map.iter().map(|(k, it)| (&k[..], it.exptime)));
         }
         more
+    }
+
+    /// memcached's `lru_pull_tail` before an allocation when its LRU is
+    /// not segmented: removes the expired or flushed items among the last
+    /// [`TAIL_SEARCH`] of the LRU tail, up to the first live one.
+    fn reclaim_tail(&mut self, now: u32) {
+        for _ in 0..TAIL_SEARCH {
+            match self.map.peek_lru() {
+                Some((_, it)) if it.expired(now) || self.is_flushed(it, now) => {}
+                _ => return,
+            }
+            let Some((k, it)) = self.map.pop_lru() else { return };
+            let size = it.size(k.len()) as u64;
+            self.mem_used -= size;
+            self.account_out(it.class, size);
+            self.account_reclaimed(it.class, it.fetched);
+            self.stats.reclaimed += 1;
+            if !it.fetched {
+                self.stats.expired_unfetched += 1;
+            }
+        }
     }
 
     /// Enqueues the item under `key` (if any) for its expiration time.
@@ -435,6 +465,9 @@ impl Shard {
     /// LRU tail as needed. Returns the new CAS value, or `None` when the
     /// item cannot fit at all.
     fn insert(&mut self, key: Vec<u8>, mut item: Item, now: u32) -> Option<u64> {
+        if self.tail_reclaim {
+            self.reclaim_tail(now);
+        }
         let size = item.size(key.len()) as u64;
         item.class = accounting::class_of(size);
         self.remove(&key);

@@ -6,7 +6,7 @@ use crate::store::item_size;
 const STARTED: i64 = 1_700_000_000;
 
 fn shard(mem: u64) -> Shard {
-    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: mem, item_size_max: 1 << 20 })
+    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: mem, item_size_max: 1 << 20, tail_reclaim: false })
 }
 
 fn set(s: &mut Shard, key: &str, data: &str, exptime: i64, now: u32) -> Outcome {
@@ -68,8 +68,10 @@ fn cas_values_are_unique_and_checked() {
 
 #[test]
 fn cas_unique_across_shards() {
-    let mut a = Shard::new(ShardConfig { index: 0, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20 });
-    let mut b = Shard::new(ShardConfig { index: 1, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20 });
+    let mut a =
+        Shard::new(ShardConfig { index: 0, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
+    let mut b =
+        Shard::new(ShardConfig { index: 1, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
     let mut seen = std::collections::HashSet::new();
     for i in 0..50 {
         for s in [&mut a, &mut b] {
@@ -176,7 +178,8 @@ fn lru_eviction_under_memory_limit() {
 
 #[test]
 fn append_past_item_limit_is_not_stored() {
-    let mut s = Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 30, item_size_max: 1 << 20 });
+    let mut s =
+        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 30, item_size_max: 1 << 20, tail_reclaim: false });
     set(&mut s, "a", &"x".repeat(1_048_516), 0, 10);
     assert_eq!(store(&mut s, StoreMode::Append, "a", "y", 0), Outcome::NotStored);
 }
@@ -318,4 +321,21 @@ fn maintain_reclaims_flushed_items() {
     assert_eq!(curr_items(&s, 10), 2);
     assert!(!s.maintain(11, 100));
     assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (0, 2));
+}
+
+#[test]
+fn without_the_maintainer_stores_reclaim_expired_items_from_the_tail() {
+    let mut s =
+        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: true });
+    for i in 0..7 {
+        set(&mut s, &format!("k{i}"), "x", 1, 10);
+    }
+    set(&mut s, "live", "x", 0, 10);
+    assert_eq!(curr_items(&s, 11), 8);
+    // A store looks at five items of the tail, all expired.
+    set(&mut s, "a", "x", 0, 11);
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (4, 5));
+    // Then two more, up to the live one.
+    set(&mut s, "b", "x", 0, 11);
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (3, 7));
 }
