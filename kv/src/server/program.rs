@@ -7,8 +7,9 @@
 //! 1. entrusts the shards, each on its own thread ([`super::placement`]),
 //! 2. has every process adopt rank 0's start as its clock's origin (one
 //!    clock for the program: see [`crate::clock`]), bind its sockets, make
-//!    its pollers and entrust its agent ([`super::agent`]) — a process that cannot bind fails the
-//!    program before anyone is served — and prints every address,
+//!    its pollers and entrust its agent ([`super::agent`]) — a process
+//!    that cannot bind fails the program before anyone is served — and
+//!    prints every address,
 //! 3. starts every process's connection workers with the same placement,
 //! 4. waits until its own process stops (a signal, or the agent's `Stop`),
 //!    stops the others and waits for them; then the program ends.
