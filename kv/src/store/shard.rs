@@ -17,9 +17,10 @@
 //! maintainer has been by.
 //!
 //! Expired items are reclaimed in the background too: once a second the
-//! process's maintainer delegates [`Shard::maintain`] to each of its
-//! shards, which removes the items whose time has come, found through the
-//! shard's expiry queue (see [`expiry`]), and the flushed ones, so that
+//! shard's maintainer (a fiber on its thread) delegates
+//! [`Shard::maintain`] to it, which removes the items whose time has come,
+//! found through the
+//! shard's expiry queue (`shard/expiry.rs`), and the flushed ones, so that
 //! memory and `curr_items` go down without anyone asking for those keys.
 
 use lru::LruCache;
