@@ -473,3 +473,45 @@ fn no_lru_maintainer_leaves_expired_items_as_memcached_does() {
     check_keys("stats", &want.1, &got.1, GENERAL_EXTRAS);
     assert_eq!(got.2, want.2, "stats items");
 }
+
+/// `lru_crawler crawl all` reclaims expired items where nothing else does
+/// (`-o no_lru_maintainer`), counted as memcached's crawler counts them.
+#[test]
+fn lru_crawler_crawl_reclaims_as_memcached_does() {
+    let args = ["-t", "2", "-o", "no_lru_maintainer"];
+    let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");
+    let Some(mc) = Proc::memcached(&args) else {
+        assert!(!required, "memcached is not installed, and GOSSAMER_KV_REQUIRE_MEMCACHED=1");
+        return;
+    };
+    let kv = Proc::kv(&args);
+    let probe = |p: &Proc| {
+        let mut c = p.raw();
+        for i in 0..6 {
+            c.check(format!("set c{i} 0 {} 1\r\nx\r\n", i % 2).as_bytes(), b"STORED\r\n");
+        }
+        std::thread::sleep(Duration::from_millis(2200));
+        c.check(b"lru_crawler crawl all\r\n", b"OK\r\n");
+        std::thread::sleep(Duration::from_millis(1200));
+        let st = stat_map(&mut c, "stats");
+        let items = stat_map(&mut c, "stats items");
+        let names = [
+            "curr_items",
+            "reclaimed",
+            "expired_unfetched",
+            "crawler_reclaimed",
+            "crawler_items_checked",
+            "lru_crawler_starts",
+        ];
+        let mut got: Vec<u64> = names.iter().map(|k| num(&st, k)).collect();
+        got.push(num(&items, "items:1:crawler_reclaimed"));
+        got.push(num(&items, "items:1:crawler_items_checked"));
+        got
+    };
+    let (want, got) = std::thread::scope(|s| {
+        let want = s.spawn(|| probe(&mc));
+        (want.join().expect("memcached's probe"), probe(&kv))
+    });
+    assert_eq!(want, [3, 0, 3, 3, 6, 1, 3, 6], "memcached");
+    assert_eq!(got, want, "curr_items, reclaimed, expired_unfetched, crawler_*, lru_crawler_starts, items:1:crawler_*");
+}

@@ -71,6 +71,9 @@ pub struct ProcessStats {
     /// Background reclaim passes (memcached's `lru_maintainer_juggles`).
     #[serde(default)]
     pub juggles: u64,
+    /// `lru_crawler crawl` commands run (memcached's `lru_crawler_starts`).
+    #[serde(default)]
+    pub crawls: u64,
 }
 
 impl ProcessStats {
@@ -87,6 +90,7 @@ impl ProcessStats {
             total.rusage_user_us += p.rusage_user_us;
             total.rusage_system_us += p.rusage_system_us;
             total.juggles += p.juggles;
+            total.crawls += p.crawls;
         }
         total
     }
@@ -154,6 +158,7 @@ impl Agent {
             rusage_user_us: user,
             rusage_system_us: system,
             juggles: sh.admin.juggles.load(Ordering::Relaxed),
+            crawls: sh.admin.crawls.load(Ordering::Relaxed),
         }
     }
 }

@@ -245,7 +245,8 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     // As in memcached, the crawler's and the maintainer's keys are there
     // while they are on.
     if shared.admin.lru_crawler.load(Ordering::Relaxed) {
-        zeros(s, &["lru_crawler_running", "lru_crawler_starts"]);
+        s.stat("lru_crawler_running", &0);
+        s.stat("lru_crawler_starts", &p.crawls);
     }
     let segmented = shared.admin.lru_maintainer;
     if segmented {
@@ -265,7 +266,9 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     }
     s.stat("evictions", &st.evictions);
     s.stat("reclaimed", &st.reclaimed);
-    zeros(s, &["crawler_reclaimed", "crawler_items_checked", "lrutail_reflocked"]);
+    s.stat("crawler_reclaimed", &st.crawler_reclaimed);
+    s.stat("crawler_items_checked", &st.crawler_items_checked);
+    s.stat("lrutail_reflocked", &0);
     if segmented {
         zeros(s, &["moves_to_cold", "moves_to_warm", "moves_within_lru"]);
         s.stat("direct_reclaims", &st.direct_reclaims);
@@ -445,8 +448,8 @@ fn item_class<S: Sink>(s: &mut S, st: &ShardStats, segmented: bool) {
         if segmented {
             put("evicted_active", &0);
         }
-        put("crawler_reclaimed", &0);
-        put("crawler_items_checked", &0);
+        put("crawler_reclaimed", &c.crawler_reclaimed);
+        put("crawler_items_checked", &c.crawler_items_checked);
         put("lrutail_reflocked", &0);
         if segmented {
             put("moves_to_cold", &0);

@@ -107,6 +107,12 @@ pub enum Op {
         /// Slab class ids to list; `None` for all.
         classes: Option<Vec<u32>>,
     },
+    /// `lru_crawler crawl`: reclaim the expired and flushed items of the
+    /// given slab classes or all, counted as the crawler's.
+    Crawl {
+        /// Slab class ids to crawl; `None` for all.
+        classes: Option<Vec<u32>>,
+    },
     /// Read the shard's counters, optionally resetting them.
     Stats {
         /// Reset the counters after reading them.

@@ -161,6 +161,10 @@ impl Shard {
                 Outcome::Done
             }
             Op::Dump { classes } => Outcome::Meta(self.dump(classes.as_deref(), now, started)),
+            Op::Crawl { classes } => {
+                self.crawl_classes(classes.as_deref(), now);
+                Outcome::Done
+            }
             Op::Stats { reset } => {
                 let s = self.stats(now);
                 if reset {
@@ -230,6 +234,38 @@ impl Shard {
             self.stats.reclaimed += 1;
             if !it.fetched {
                 self.stats.expired_unfetched += 1;
+            }
+        }
+    }
+
+    /// `lru_crawler crawl`: looks at every item of `classes` (all: `None`)
+    /// and removes the expired and flushed ones, counted as memcached's
+    /// crawler counts them (`crawler_reclaimed`, `crawler_items_checked`,
+    /// `expired_unfetched`). The whole shard in one request: an
+    /// administrative command, not a background task.
+    fn crawl_classes(&mut self, classes: Option<&[u32]>, now: u32) {
+        let mut dead = Vec::new();
+        let mut checked = Vec::new();
+        for (k, it) in self.map.iter() {
+            if classes.is_some_and(|c| !c.contains(&u32::from(it.class))) {
+                continue;
+            }
+            checked.push(it.class);
+            if it.expired(now) || self.is_flushed(it, now) {
+                dead.push(k.clone());
+            }
+        }
+        self.stats.crawler_items_checked += checked.len() as u64;
+        for class in checked {
+            self.class_mut(class).crawler_items_checked += 1;
+        }
+        for k in dead {
+            if let Some(it) = self.remove(&k) {
+                let c = self.class_mut(it.class);
+                c.crawler_reclaimed += 1;
+                c.expired_unfetched += u64::from(!it.fetched);
+                self.stats.crawler_reclaimed += 1;
+                self.stats.expired_unfetched += u64::from(!it.fetched);
             }
         }
     }

@@ -53,6 +53,9 @@ pub struct AdminState {
     /// Background reclaim passes this process has made (memcached's
     /// `lru_maintainer_juggles`).
     pub juggles: AtomicU64,
+    /// `lru_crawler crawl` commands this process ran (memcached's
+    /// `lru_crawler_starts`).
+    pub crawls: AtomicU64,
 }
 
 impl AdminState {
@@ -74,6 +77,7 @@ impl AdminState {
             lru_crawler: AtomicBool::new(x.lru_crawler),
             lru_maintainer: x.lru_maintainer,
             juggles: AtomicU64::new(0),
+            crawls: AtomicU64::new(0),
         }
     }
 

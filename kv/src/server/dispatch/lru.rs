@@ -2,9 +2,11 @@
 //! go to every shard.
 //!
 //! The crawler's enabled state is a setting of the server process, as in
-//! memcached; there is no crawler thread behind it (each process's
-//! maintainer has its shards reclaim flushed and expired items once a
-//! second: see the server's maintainer), so `crawl` only answers.
+//! memcached; there is no crawler thread behind it (each shard's
+//! maintainer reclaims flushed and expired items once a second: see the
+//! server's maintainer). `crawl` has every shard look at the items of the
+//! classes named and reclaim the expired and flushed ones, counted as
+//! memcached's crawler counts them.
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,12 +62,19 @@ pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
             conn.push(Reply::Static(if enable && was { START_FAILED } else { replies::OK }));
         }
         LruCommand::Crawl(_) if !crawler.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
-        LruCommand::Crawl(scope) => conn.push(Reply::Static(match scope {
-            CrawlScope::Bad => BADCLASS,
-            CrawlScope::Hash => UNKNOWN,
-            CrawlScope::Classes(ids) if ids.is_empty() => NOTSTARTED,
-            CrawlScope::All | CrawlScope::Classes(_) => replies::OK,
-        })),
+        LruCommand::Crawl(scope) => {
+            let classes = match scope {
+                CrawlScope::Bad => return conn.push(Reply::Static(BADCLASS)),
+                CrawlScope::Hash => return conn.push(Reply::Static(UNKNOWN)),
+                CrawlScope::Classes(ids) if ids.is_empty() => return conn.push(Reply::Static(NOTSTARTED)),
+                CrawlScope::Classes(ids) => Some(ids),
+                CrawlScope::All => None,
+            };
+            // Several connection workers may run crawls: an administrative
+            // path, not a request's.
+            env.shared.admin.crawls.fetch_add(1, Ordering::Relaxed);
+            shards.broadcast(conn, Scope::All, Some(Op::Crawl { classes }), None, |_| Reply::Static(replies::OK));
+        }
         LruCommand::MetaDump(_) if !crawler.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
         LruCommand::MetaDump(scope) => {
             // memcached refuses a dump behind replies it has not sent yet.
