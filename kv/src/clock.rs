@@ -1,14 +1,25 @@
-//! The server clock, in memcached's terms.
+//! The server clock, in memcached's terms, shared by every process of a
+//! program.
 //!
 //! memcached keeps time as whole seconds since (just before) the process
 //! started ("relative time"), refreshed once a second. Expiration times from
 //! clients are relative seconds when at most 30 days, absolute Unix times
 //! otherwise; negative ones mean "already expired". This module converts
 //! them the same way (memcached's `realtime()`).
+//!
+//! A program of several processes keeps one clock: its origin is rank 0's
+//! start, which every other process adopts ([`adopt_origin`]) before it
+//! serves. Each process then measures the time since that origin with its
+//! own monotonic clock, so every process's relative time turns at the same
+//! instants (within the skew of the hosts' clocks), and an expiration time
+//! or a delayed `flush_all` means the same moment wherever it is evaluated.
+//! The relative time is refreshed by [`tick`], which a timer thread calls
+//! at every whole second of the program (see the server's maintainer), and
+//! which connection workers also call as they go.
 
 use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Expiration times above this are absolute Unix times (30 days).
 pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
@@ -17,35 +28,76 @@ pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 /// clear of real times.
 const START_OFFSET: u32 = 2;
 
-struct Origin {
+const NANOS: i64 = 1_000_000_000;
+
+/// This process's start: a monotonic instant and the Unix time then.
+struct Anchor {
     at: Instant,
-    unix: i64,
+    unix_ns: i64,
 }
 
-static ORIGIN: OnceLock<Origin> = OnceLock::new();
+static ANCHOR: OnceLock<Anchor> = OnceLock::new();
 static CURRENT: AtomicU32 = AtomicU32::new(START_OFFSET);
-static PROCESS_STARTED: AtomicI64 = AtomicI64::new(0);
+/// How long before this process's anchor the program's origin was, in
+/// nanoseconds (0 where this process's start is the origin).
+static SHIFT_NS: AtomicI64 = AtomicI64::new(0);
+/// The program's origin as Unix time in nanoseconds.
+static ORIGIN_NS: AtomicI64 = AtomicI64::new(0);
 
-fn origin() -> &'static Origin {
-    ORIGIN.get_or_init(|| {
-        let unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        PROCESS_STARTED.store(unix - i64::from(START_OFFSET), Ordering::Relaxed);
-        Origin { at: Instant::now(), unix }
+fn unix_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+fn anchor() -> &'static Anchor {
+    ANCHOR.get_or_init(|| {
+        let unix_ns = unix_ns();
+        ORIGIN_NS.store(unix_ns, Ordering::SeqCst);
+        Anchor { at: Instant::now(), unix_ns }
     })
 }
 
-/// Starts the clock (idempotent).
+/// Starts the clock (idempotent): its origin is now, until
+/// [`adopt_origin`] says otherwise.
 pub fn init() {
-    origin();
+    anchor();
+}
+
+/// The program's origin, as Unix time in nanoseconds: what rank 0 hands
+/// to the other processes.
+pub fn origin_unix_ns() -> i64 {
+    anchor();
+    ORIGIN_NS.load(Ordering::SeqCst)
+}
+
+/// Makes `origin` (Unix time in nanoseconds, from [`origin_unix_ns`] of
+/// the program's first process) this process's origin too. Call before the
+/// process serves.
+pub fn adopt_origin(origin: i64) {
+    let a = anchor();
+    SHIFT_NS.store(a.unix_ns.saturating_sub(origin), Ordering::SeqCst);
+    ORIGIN_NS.store(origin, Ordering::SeqCst);
+    tick();
+}
+
+/// Nanoseconds since the program's origin.
+fn elapsed_ns() -> i64 {
+    let a = anchor();
+    let here = i64::try_from(a.at.elapsed().as_nanos()).unwrap_or(i64::MAX);
+    here.saturating_add(SHIFT_NS.load(Ordering::Relaxed)).max(0)
 }
 
 /// Refreshes the current relative time; cheap enough to call often.
 pub fn tick() {
-    let o = origin();
-    let t = o.at.elapsed().as_secs() as u32 + START_OFFSET;
-    if CURRENT.load(Ordering::Relaxed) != t {
+    let t = u32::try_from(elapsed_ns() / NANOS).unwrap_or(u32::MAX - START_OFFSET) + START_OFFSET;
+    if CURRENT.load(Ordering::Relaxed) < t {
         CURRENT.store(t, Ordering::Relaxed);
     }
+}
+
+/// Time left until the relative time next turns.
+pub fn until_next_second() -> Duration {
+    let left = NANOS - elapsed_ns() % NANOS;
+    Duration::from_nanos(left as u64)
 }
 
 /// The current relative time in seconds.
@@ -55,8 +107,7 @@ pub fn now() -> u32 {
 
 /// Unix time at relative time 0.
 pub fn process_started() -> i64 {
-    origin();
-    PROCESS_STARTED.load(Ordering::Relaxed)
+    origin_unix_ns().div_euclid(NANOS) - i64::from(START_OFFSET)
 }
 
 /// The current Unix time as the server reports it.
@@ -64,14 +115,21 @@ pub fn unix_now() -> i64 {
     process_started() + i64::from(now())
 }
 
-/// Seconds since the server started.
+/// Seconds since the program started.
 pub fn uptime() -> u64 {
-    origin().at.elapsed().as_secs()
+    u64::from(now().saturating_sub(START_OFFSET))
 }
 
-/// Unix time when the server started.
-pub fn started_unix() -> i64 {
-    origin().unix
+/// A client's delay or expiration time as an absolute Unix time, when it
+/// is one relative to now (at most 30 days); others unchanged. Any process
+/// of the program converts the result with [`realtime`] to the relative
+/// time this process means now, even on the other side of a second's turn.
+pub fn absolute(exptime: i64) -> i64 {
+    if exptime > 0 && exptime <= REALTIME_MAXDELTA {
+        process_started() + i64::from(now()) + exptime
+    } else {
+        exptime
+    }
 }
 
 /// memcached's `realtime()` for a client expiration time, with negative
@@ -112,5 +170,6 @@ mod tests {
         tick();
         assert!(now() >= START_OFFSET);
         assert!(process_started() > 0);
+        assert!(until_next_second() <= Duration::from_secs(1));
     }
 }

@@ -379,6 +379,139 @@ fn stats_cover_the_program_and_each_process() {
     assert_eq!(stat(&stats(&mut c[0], " process 2"), "limit_maxbytes"), (8u64 << 20).to_string());
 }
 
+/// Stock memcached to compare with, or `None` (the comparison is skipped)
+/// when it is not installed and `GOSSAMER_KV_REQUIRE_MEMCACHED=1` is unset.
+fn memcached() -> Option<Proc> {
+    let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");
+    match Proc::memcached(&["-t", "2"]) {
+        Some(mc) => Some(mc),
+        None if required => panic!("memcached is not installed, and GOSSAMER_KV_REQUIRE_MEMCACHED=1"),
+        None => {
+            eprintln!("memcached is not installed; skipping the comparison");
+            None
+        }
+    }
+}
+
+/// `n` text commands built by `line(i)`, sent in one write; their `n`
+/// one-line replies.
+fn each(raw: &mut Raw, n: usize, line: impl Fn(usize) -> String) -> Vec<String> {
+    let script: String = (0..n).map(line).collect();
+    raw.send(script.as_bytes());
+    lines(raw, n)
+}
+
+/// Keys with a TTL, stored through rank 0 and never asked for again, are
+/// gone when due in every process, whether or not that process has
+/// clients: `curr_items` and `reclaimed` through every rank, and then the
+/// gets through every rank, are memcached's.
+#[test]
+fn keys_expire_and_are_reclaimed_in_every_process_without_traffic_there() {
+    let Some(mc) = memcached() else { return };
+    let rack = Program::start(2, &["-t", "2"]);
+    let mut m = mc.raw();
+    let mut r: Vec<Raw> = (0..2).map(|i| rack.raw(i)).collect();
+    for c in [&mut m, &mut r[0]] {
+        let stored = each(c, 40, |i| format!("set e{i} 0 2 1\r\nx\r\n"));
+        assert!(stored.iter().all(|l| l == "STORED"), "{stored:?}");
+    }
+    thread::sleep(Duration::from_millis(3200));
+    let want = stats(&mut m, "");
+    assert_eq!((stat(&want, "curr_items"), stat(&want, "reclaimed")), ("0".into(), "40".into()));
+    let times: Vec<(u64, u64)> = (0..2)
+        .map(|i| {
+            let got = stats(&mut r[i], "");
+            assert_eq!(
+                (stat(&got, "curr_items"), stat(&got, "reclaimed")),
+                (stat(&want, "curr_items"), stat(&want, "reclaimed")),
+                "curr_items and reclaimed through rank {i}"
+            );
+            (stat(&got, "time").parse().unwrap(), stat(&got, "uptime").parse().unwrap())
+        })
+        .collect();
+    assert!(times[0].0.abs_diff(times[1].0) <= 1 && times[0].1.abs_diff(times[1].1) <= 1, "time, uptime: {times:?}");
+    let gets: String = (0..40).map(|i| format!(" e{i}")).collect();
+    let want = text(&mut m, format!("get{gets}\r\n").as_bytes());
+    for (i, c) in r.iter_mut().enumerate() {
+        assert_eq!(text(c, format!("get{gets}\r\n").as_bytes()), want, "gets through rank {i}");
+    }
+}
+
+/// A delayed `flush_all` takes effect at the same moment in every process,
+/// whichever process the client told: keys stored after it are all
+/// readable, through every rank, as in memcached.
+#[test]
+fn a_delayed_flush_takes_effect_in_every_process_at_once() {
+    let Some(mc) = memcached() else { return };
+    let rack = Program::start(2, &["-t", "2"]);
+    let mut m = mc.raw();
+    let mut r: Vec<Raw> = (0..2).map(|i| rack.raw(i)).collect();
+    for told in 0..2 {
+        for c in [&mut m, &mut r[told]] {
+            c.check(b"flush_all 1\r\n", b"OK\r\n");
+        }
+        // Only the process told has clients meanwhile.
+        thread::sleep(Duration::from_millis(2200));
+        for c in [&mut m, &mut r[told]] {
+            let stored = each(c, 40, |i| format!("set f{told}_{i} 0 0 2\r\n{i:02}\r\n"));
+            assert!(stored.iter().all(|l| l == "STORED"), "{stored:?}");
+        }
+        let gets: String = (0..40).map(|i| format!(" f{told}_{i}")).collect();
+        let want = text(&mut m, format!("get{gets}\r\n").as_bytes());
+        assert_eq!(want.iter().filter(|&&b| b == b'\n').count(), 81, "memcached: {}", String::from_utf8_lossy(&want));
+        for (i, c) in r.iter_mut().enumerate() {
+            let got = text(c, format!("get{gets}\r\n").as_bytes());
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                String::from_utf8_lossy(&want),
+                "flush_all 1 told to rank {told}; gets through rank {i}"
+            );
+        }
+    }
+}
+
+/// Remaining TTLs (meta `t`), `touch` and `gat` mean the same time in
+/// every process: keys stored through rank 0 show memcached's TTL when
+/// asked through rank 1 after a quiet while, and keys touched or got
+/// with a 1 s TTL through rank 1 are gone through rank 0 two seconds
+/// later.
+#[test]
+fn ttls_touch_and_gat_agree_in_every_process() {
+    let Some(mc) = memcached() else { return };
+    let rack = Program::start(2, &["-t", "2"]);
+    let mut m = mc.raw();
+    let mut r: Vec<Raw> = (0..2).map(|i| rack.raw(i)).collect();
+    for c in [&mut m, &mut r[0]] {
+        let stored = each(c, 40, |i| format!("ms t{i} 1 T10\r\nx\r\n"));
+        assert!(stored.iter().all(|l| l == "HD"), "{stored:?}");
+    }
+    thread::sleep(Duration::from_millis(2200));
+    // Set 2.2 s ago with a TTL of 10 s: 8 or 7 s left, depending on where
+    // the clock's seconds turn.
+    let left = |c: &mut Raw| -> Vec<String> { each(c, 40, |i| format!("mg t{i} t\r\n")) };
+    let want = left(&mut m);
+    let got = left(&mut r[1]);
+    for l in want.iter().chain(&got) {
+        assert!(l == "HD t8" || l == "HD t7", "memcached {want:?}\nours {got:?}");
+    }
+    for c in [&mut m, &mut r[1]] {
+        let touched = each(c, 20, |i| format!("touch t{} 1\r\n", 2 * i));
+        assert!(touched.iter().all(|l| l == "TOUCHED"), "{touched:?}");
+        let got: String = (0..20).map(|i| format!(" t{}", 2 * i + 1)).collect();
+        c.send(format!("gat 1{got}\r\n").as_bytes());
+        let reply = String::from_utf8(c.recv_until(b"END\r\n")).unwrap();
+        assert_eq!(reply.matches("VALUE").count(), 20, "{reply}");
+    }
+    thread::sleep(Duration::from_millis(2200));
+    let gets: String = (0..40).map(|i| format!(" t{i}")).collect();
+    let want = text(&mut m, format!("get{gets}\r\n").as_bytes());
+    assert_eq!(String::from_utf8_lossy(&want), "END\r\n");
+    for (i, c) in r.iter_mut().enumerate() {
+        let got = text(c, format!("get{gets}\r\n").as_bytes());
+        assert_eq!(String::from_utf8_lossy(&got), "END\r\n", "gets through rank {i}");
+    }
+}
+
 /// SIGTERM to any process stops the whole program cleanly.
 #[test]
 fn a_signal_to_any_process_stops_the_program() {

@@ -380,3 +380,138 @@ fn curr_items_after_flush_all_matches_memcached() {
         return;
     }
 }
+
+/// `stats` (or `stats slabs`) as a map.
+fn stat_map(c: &mut Raw, cmd: &str) -> BTreeMap<String, String> {
+    stats(c, cmd).into_iter().collect()
+}
+
+fn num(m: &BTreeMap<String, String>, k: &str) -> u64 {
+    m.get(k).unwrap_or_else(|| panic!("no {k}")).parse().unwrap_or_else(|_| panic!("{k} is {}", m[k]))
+}
+
+/// What memcached's `t/issue_14.t` looks at: ten 65 KiB items with a 1 s
+/// TTL are stored and never asked for again; once due they are reclaimed
+/// in the background. Returns (`curr_items`, `reclaimed`,
+/// `expired_unfetched`) once `curr_items` is 0 (or after 6 s), whether
+/// `total_malloced` is back where it was after ten more such items, and
+/// whether `lru_maintainer_juggles` went up meanwhile.
+fn background_reclaim(p: &Proc) -> ((u64, u64, u64), bool, bool) {
+    let mut c = p.raw();
+    let value = "B".repeat(66560);
+    let set = |c: &mut Raw, from: usize| {
+        for i in from..from + 10 {
+            c.check(format!("set key{i} 0 1 66560\r\n{value}\r\n").as_bytes(), b"STORED\r\n");
+        }
+    };
+    set(&mut c, 0);
+    let first = num(&stat_map(&mut c, "stats slabs"), "total_malloced");
+    let juggles = num(&stat_map(&mut c, "stats"), "lru_maintainer_juggles");
+    let start = Instant::now();
+    let st = loop {
+        std::thread::sleep(Duration::from_millis(250));
+        let st = stat_map(&mut c, "stats");
+        if num(&st, "curr_items") == 0 || start.elapsed() > Duration::from_secs(6) {
+            break st;
+        }
+    };
+    let juggled = num(&st, "lru_maintainer_juggles") > juggles;
+    set(&mut c, 10);
+    let second = num(&stat_map(&mut c, "stats slabs"), "total_malloced");
+    ((num(&st, "curr_items"), num(&st, "reclaimed"), num(&st, "expired_unfetched")), first == second, juggled)
+}
+
+/// Expired items are reclaimed without being asked for, their memory
+/// reused, as memcached's LRU maintainer does (`t/issue_14.t`).
+#[test]
+fn expired_items_are_reclaimed_in_the_background_as_memcached_does() {
+    let Some((mc, kv)) = server_pair() else { return };
+    let (want, got) = std::thread::scope(|s| {
+        let want = s.spawn(|| background_reclaim(&mc));
+        (want.join().expect("memcached's probe"), background_reclaim(&kv))
+    });
+    assert_eq!(want, ((0, 10, 10), true, true), "memcached");
+    assert_eq!(got, want, "(curr_items, reclaimed, expired_unfetched), total_malloced unchanged, juggles");
+}
+
+/// `-o no_lru_maintainer,no_lru_crawler`: the settings say so, `stats`
+/// and `stats items` leave out the crawler's and the segmented LRU's keys,
+/// and expired items stay until asked for, as in memcached.
+#[test]
+fn no_lru_maintainer_leaves_expired_items_as_memcached_does() {
+    let args = ["-t", "2", "-o", "no_lru_maintainer,no_lru_crawler"];
+    let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");
+    let Some(mc) = Proc::memcached(&args) else {
+        assert!(!required, "memcached is not installed, and GOSSAMER_KV_REQUIRE_MEMCACHED=1");
+        return;
+    };
+    let kv = Proc::kv(&args);
+    let probe = |p: &Proc| {
+        let mut c = p.raw();
+        for i in 0..10 {
+            c.check(format!("set n{i} 0 1 1\r\nx\r\n").as_bytes(), b"STORED\r\n");
+        }
+        std::thread::sleep(Duration::from_millis(2500));
+        let settings = stat_map(&mut c, "stats settings");
+        let general = stats(&mut c, "stats");
+        let items: Vec<String> = stats(&mut c, "stats items").into_iter().map(|(k, _)| k).collect();
+        let st: BTreeMap<String, String> = general.iter().cloned().collect();
+        let values = (
+            settings["lru_crawler"].clone(),
+            settings["lru_maintainer_thread"].clone(),
+            num(&st, "curr_items"),
+            num(&st, "reclaimed"),
+        );
+        (values, general.into_iter().map(|(k, _)| k).collect::<Vec<_>>(), items)
+    };
+    let (want, got) = std::thread::scope(|s| {
+        let want = s.spawn(|| probe(&mc));
+        (want.join().expect("memcached's probe"), probe(&kv))
+    });
+    assert_eq!(want.0, ("no".into(), "no".into(), 10, 0), "memcached");
+    assert_eq!(got.0, want.0, "lru_crawler, lru_maintainer_thread, curr_items, reclaimed");
+    check_keys("stats", &want.1, &got.1, GENERAL_EXTRAS);
+    assert_eq!(got.2, want.2, "stats items");
+}
+
+/// `lru_crawler crawl all` reclaims expired items where nothing else does
+/// (`-o no_lru_maintainer`), counted as memcached's crawler counts them.
+#[test]
+fn lru_crawler_crawl_reclaims_as_memcached_does() {
+    let args = ["-t", "2", "-o", "no_lru_maintainer"];
+    let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");
+    let Some(mc) = Proc::memcached(&args) else {
+        assert!(!required, "memcached is not installed, and GOSSAMER_KV_REQUIRE_MEMCACHED=1");
+        return;
+    };
+    let kv = Proc::kv(&args);
+    let probe = |p: &Proc| {
+        let mut c = p.raw();
+        for i in 0..6 {
+            c.check(format!("set c{i} 0 {} 1\r\nx\r\n", i % 2).as_bytes(), b"STORED\r\n");
+        }
+        std::thread::sleep(Duration::from_millis(2200));
+        c.check(b"lru_crawler crawl all\r\n", b"OK\r\n");
+        std::thread::sleep(Duration::from_millis(1200));
+        let st = stat_map(&mut c, "stats");
+        let items = stat_map(&mut c, "stats items");
+        let names = [
+            "curr_items",
+            "reclaimed",
+            "expired_unfetched",
+            "crawler_reclaimed",
+            "crawler_items_checked",
+            "lru_crawler_starts",
+        ];
+        let mut got: Vec<u64> = names.iter().map(|k| num(&st, k)).collect();
+        got.push(num(&items, "items:1:crawler_reclaimed"));
+        got.push(num(&items, "items:1:crawler_items_checked"));
+        got
+    };
+    let (want, got) = std::thread::scope(|s| {
+        let want = s.spawn(|| probe(&mc));
+        (want.join().expect("memcached's probe"), probe(&kv))
+    });
+    assert_eq!(want, [3, 0, 3, 3, 6, 1, 3, 6], "memcached");
+    assert_eq!(got, want, "curr_items, reclaimed, expired_unfetched, crawler_*, lru_crawler_starts, items:1:crawler_*");
+}

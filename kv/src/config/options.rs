@@ -33,12 +33,8 @@ const ACCEPTED: &[&str] = &[
     "slab_automove_window",
     "tail_repair_time",
     "hash_algorithm",
-    "lru_crawler",
-    "no_lru_crawler",
     "lru_crawler_sleep",
     "lru_crawler_tocrawl",
-    "lru_maintainer",
-    "no_lru_maintainer",
     "hot_lru_pct",
     "warm_lru_pct",
     "hot_max_factor",
@@ -84,6 +80,11 @@ pub struct Extended {
     pub slab_automove_ratio: f64,
     /// `slabs reassign` allowed (`no_slab_reassign` turns it off).
     pub slab_reassign: bool,
+    /// The LRU crawler is enabled (`lru_crawler`, `no_lru_crawler`).
+    pub lru_crawler: bool,
+    /// Expired items are reclaimed in the background (`lru_maintainer`,
+    /// `no_lru_maintainer`).
+    pub lru_maintainer: bool,
 }
 
 impl Default for Extended {
@@ -95,6 +96,8 @@ impl Default for Extended {
             slab_automove: 1,
             slab_automove_ratio: 0.8,
             slab_reassign: true,
+            lru_crawler: true,
+            lru_maintainer: true,
         }
     }
 }
@@ -132,6 +135,10 @@ impl Extended {
             "slab_reassign" => self.slab_reassign = true,
             "no_slab_reassign" => self.slab_reassign = false,
             "no_slab_automove" => self.slab_automove = 0,
+            "lru_crawler" => self.lru_crawler = true,
+            "no_lru_crawler" => self.lru_crawler = false,
+            "lru_maintainer" => self.lru_maintainer = true,
+            "no_lru_maintainer" => self.lru_maintainer = false,
             "slab_automove" => {
                 let Some(v) = v else {
                     self.slab_automove = 1;
@@ -179,6 +186,9 @@ mod tests {
         assert_eq!(Extended::parse(&["bogus"]).unwrap_err().to_string(), "Illegal suboption \"bogus\"");
         assert!(!Extended::parse(&["no_slab_reassign"]).unwrap().slab_reassign);
         assert_eq!(Extended::parse(&["slab_automove_ratio=0.5"]).unwrap().slab_automove_ratio, 0.5);
+        let x = Extended::parse(&["no_lru_maintainer,no_lru_crawler"]).unwrap();
+        assert!(!x.lru_maintainer && !x.lru_crawler);
+        assert!(x.lru_maintainer != Extended::parse(&["lru_maintainer"]).unwrap().lru_maintainer);
     }
 
     proptest! {

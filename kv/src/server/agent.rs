@@ -68,6 +68,12 @@ pub struct ProcessStats {
     pub rusage_user_us: u64,
     /// CPU time in the kernel, microseconds.
     pub rusage_system_us: u64,
+    /// Background reclaim passes (memcached's `lru_maintainer_juggles`).
+    #[serde(default)]
+    pub juggles: u64,
+    /// `lru_crawler crawl` commands run (memcached's `lru_crawler_starts`).
+    #[serde(default)]
+    pub crawls: u64,
 }
 
 impl ProcessStats {
@@ -83,6 +89,8 @@ impl ProcessStats {
             total.read_buf_bytes += p.read_buf_bytes;
             total.rusage_user_us += p.rusage_user_us;
             total.rusage_system_us += p.rusage_system_us;
+            total.juggles += p.juggles;
+            total.crawls += p.crawls;
         }
         total
     }
@@ -149,6 +157,8 @@ impl Agent {
             read_buf_bytes: conns.iter().map(|c| c.read_buf() as u64).sum(),
             rusage_user_us: user,
             rusage_system_us: system,
+            juggles: sh.admin.juggles.load(Ordering::Relaxed),
+            crawls: sh.admin.crawls.load(Ordering::Relaxed),
         }
     }
 }

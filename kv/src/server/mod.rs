@@ -8,6 +8,7 @@ mod conn;
 mod dispatch;
 mod listen;
 mod local;
+mod maintainer;
 mod outq;
 mod placement;
 mod process;
@@ -61,6 +62,8 @@ pub(crate) fn shard_config(config: &Config, index: usize, count: usize, per_proc
         // The process's memory, split exactly over its shards.
         mem_limit: share(config.memory_bytes(), index % per_process.max(1), per_process),
         item_size_max: config.item_size_max,
+        // Without the background reclaim, stores reclaim from the tail.
+        tail_reclaim: !config.extended_options().unwrap_or_default().lru_maintainer,
     }
 }
 

@@ -11,6 +11,7 @@ use gossamer::JoinHandle;
 use mio::{Poll, Waker};
 
 use super::listen;
+use super::maintainer;
 use super::placement::Placement;
 use super::reactor;
 use super::shared::{Peer, Shared};
@@ -63,8 +64,9 @@ impl Prepared {
 }
 
 /// Starts the connection workers of `prepared`, whose first runs on global
-/// thread `base`, with `spawn(thread, body)` (a fiber on that thread of this
-/// process).
+/// thread `base`, and the maintainers of the process's shards, with
+/// `spawn(thread, body)` (a fiber on that thread of this process). The
+/// handles returned end when the process stops.
 pub fn start<S>(prepared: Prepared, placement: &Placement, base: usize, mut spawn: S) -> Vec<JoinHandle<()>>
 where
     S: FnMut(usize, Box<dyn FnOnce() + Send>) -> JoinHandle<()>,
@@ -84,6 +86,13 @@ where
             local_first,
         };
         workers.push(spawn(base + index, Box::new(move || reactor::run(init))));
+    }
+    // A maintainer for each of this process's shards, on the shard's thread.
+    shared.maintenance.start_timer();
+    let own = (0..placement.shards.len()).filter(|&s| placement.shard_ranks[s] == shared.rank);
+    for (i, s) in own.enumerate() {
+        let (sh, shard) = (shared.clone(), placement.shards[s].clone());
+        workers.push(spawn(placement.shard_threads[s], Box::new(move || maintainer::run(sh, shard, i == 0))));
     }
     for a in &shared.addrs {
         tracing::info!(rank = shared.rank, "listening on {a}");

@@ -5,9 +5,11 @@
 //!
 //! [`run`] starts the program with `gossamer::main`. Rank 0 then
 //! 1. entrusts the shards, each on its own thread ([`super::placement`]),
-//! 2. has every process bind its sockets, make its pollers and entrust its
-//!    agent ([`super::agent`]) — a process that cannot bind fails the
-//!    program before anyone is served — and prints every address,
+//! 2. has every process adopt rank 0's start as its clock's origin (one
+//!    clock for the program: see [`crate::clock`]), bind its sockets, make
+//!    its pollers and entrust its agent ([`super::agent`]) — a process
+//!    that cannot bind fails the program before anyone is served — and
+//!    prints every address,
 //! 3. starts every process's connection workers with the same placement,
 //! 4. waits until its own process stops (a signal, or the agent's `Stop`),
 //!    stops the others and waits for them; then the program ends.
@@ -121,9 +123,10 @@ fn program() -> Result<(), String> {
         .collect();
     let shards = making.into_iter().map(|h| joined(h, "making a shard")).collect::<Result<Vec<_>, _>>()?;
 
-    // 2. Every process binds and makes its agent.
+    // 2. Every process adopts rank 0's clock, binds and makes its agent.
+    let origin = clock::origin_unix_ns();
     let preparing: Vec<_> =
-        (0..processes).map(|r| gossamer::spawn_with(first[r], prepare_here, (r, processes))).collect();
+        (0..processes).map(|r| gossamer::spawn_with(first[r], prepare_here, (r, processes, origin))).collect();
     let mut agents = Vec::with_capacity(processes);
     let mut addrs = Vec::with_capacity(processes);
     for (r, h) in preparing.into_iter().enumerate() {
@@ -166,9 +169,12 @@ fn make_shard((index, count, per_process): (usize, usize, usize)) -> Trust<Shard
     gossamer::local_trustee().entrust(Shard::new(shard_config(config(), index, count, per_process)))
 }
 
-/// On a process's first thread: binds the process's sockets and entrusts
-/// its agent to this thread.
-fn prepare_here((rank, processes): (usize, usize)) -> Result<(Vec<SocketAddr>, Trust<Agent>), String> {
+/// On a process's first thread: sets the process's clock to the
+/// program's `origin` (so that relative times and expiry agree across
+/// processes), binds the process's sockets and entrusts its agent to this
+/// thread.
+fn prepare_here((rank, processes, origin): (usize, usize, i64)) -> Result<(Vec<SocketAddr>, Trust<Agent>), String> {
+    clock::adopt_origin(origin);
     let prepared = process::prepare(config().clone(), rank, processes).map_err(|e| e.to_string())?;
     let agent = gossamer::local_trustee().entrust(Agent::new(prepared.shared.clone()));
     let addrs = prepared.addrs().to_vec();

@@ -131,7 +131,7 @@ pub fn write<S: Sink>(mut sink: S, kind: StatsKind, shared: &Shared, totals: &To
     match kind {
         StatsKind::General | StatsKind::Process(_) => general(&mut sink, shared, totals),
         StatsKind::Settings => settings(&mut sink, shared),
-        StatsKind::Items => item_class(&mut sink, items),
+        StatsKind::Items => item_class(&mut sink, items, shared.admin.lru_maintainer),
         StatsKind::Slabs => slabs(&mut sink, items),
         StatsKind::Sizes => sizes(&mut sink, shared, items),
         StatsKind::Reset => {}
@@ -164,8 +164,9 @@ fn secs(us: u64) -> String {
 /// `stats`: memcached 1.6.18's keys in its order (with its default
 /// settings), then this server's own. Which values are fixed, and why, is
 /// listed in the README. Counters are summed over the processes covered;
-/// `uptime` and `time` are the answering process's, and so is `pid` unless
-/// one process is asked about.
+/// `uptime` and `time` come from the program's clock, the same in every
+/// process; `pid` is the answering process's unless one process is asked
+/// about.
 fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     let st = &totals.items;
     let p = &totals.process;
@@ -236,12 +237,19 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
             "slab_reassign_busy_deletes",
             "slab_reassign_running",
             "slabs_moved",
-            "lru_crawler_running",
-            "lru_crawler_starts",
-            "lru_maintainer_juggles",
-            "malloc_fails",
         ],
     );
+    // As in memcached, the crawler's and the maintainer's keys are there
+    // while they are on.
+    if shared.admin.lru_crawler.load(Ordering::Relaxed) {
+        s.stat("lru_crawler_running", &0);
+        s.stat("lru_crawler_starts", &p.crawls);
+    }
+    let segmented = shared.admin.lru_maintainer;
+    if segmented {
+        s.stat("lru_maintainer_juggles", &p.juggles);
+    }
+    s.stat("malloc_fails", &0);
     log_stats(s, shared);
     zeros(s, &["unexpected_napi_ids", "round_robin_fallback"]);
     s.stat("bytes", &st.bytes);
@@ -250,22 +258,19 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("slab_global_page_pool", &0);
     s.stat("expired_unfetched", &st.expired_unfetched);
     s.stat("evicted_unfetched", &st.evicted_unfetched);
-    s.stat("evicted_active", &0);
+    if segmented {
+        s.stat("evicted_active", &0);
+    }
     s.stat("evictions", &st.evictions);
     s.stat("reclaimed", &st.reclaimed);
-    zeros(
-        s,
-        &[
-            "crawler_reclaimed",
-            "crawler_items_checked",
-            "lrutail_reflocked",
-            "moves_to_cold",
-            "moves_to_warm",
-            "moves_within_lru",
-        ],
-    );
-    s.stat("direct_reclaims", &st.direct_reclaims);
-    s.stat("lru_bumps_dropped", &0);
+    s.stat("crawler_reclaimed", &st.crawler_reclaimed);
+    s.stat("crawler_items_checked", &st.crawler_items_checked);
+    s.stat("lrutail_reflocked", &0);
+    if segmented {
+        zeros(s, &["moves_to_cold", "moves_to_warm", "moves_within_lru"]);
+        s.stat("direct_reclaims", &st.direct_reclaims);
+        s.stat("lru_bumps_dropped", &0);
+    }
     // This server's own.
     s.stat("shards", &(cfg.shard_count() as u64 * n));
     // Only a program of several processes has processes to tell apart.
@@ -324,14 +329,14 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("slab_automove_ratio", &format!("{:.2}", admin.automove_ratio()));
     s.stat("slab_automove_window", &30);
     s.stat("slab_chunk_max", &524_288);
-    s.stat("lru_crawler", &"yes");
+    s.stat("lru_crawler", &yes_no(admin.lru_crawler.load(Ordering::Relaxed)));
     s.stat("lru_crawler_sleep", &100);
     s.stat("lru_crawler_tocrawl", &0);
     s.stat("tail_repair_time", &0);
     s.stat("flush_enabled", &"yes");
     s.stat("dump_enabled", &"yes");
     s.stat("hash_algorithm", &"fnv1a");
-    s.stat("lru_maintainer_thread", &"yes");
+    s.stat("lru_maintainer_thread", &yes_no(admin.lru_maintainer));
     s.stat("lru_segmented", &"yes");
     s.stat("hot_lru_pct", &20);
     s.stat("warm_lru_pct", &40);
@@ -417,15 +422,19 @@ fn used_classes(st: &ShardStats) -> impl Iterator<Item = (u32, &ClassStats)> {
 /// is one plain LRU per shard: every item counts as hot (where memcached
 /// puts new items), `age` is the oldest item's, and the segmented-LRU and
 /// crawler counters are 0.
-fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {
+/// Without the maintainer (`-o no_lru_maintainer`) memcached's LRU is not
+/// segmented, and the segments' keys are left out, as memcached does.
+fn item_class<S: Sink>(s: &mut S, st: &ShardStats, segmented: bool) {
     for (id, c) in used_classes(st) {
         let mut put = |name: &str, v: &dyn Display| s.stat(&format!("items:{id}:{name}"), v);
         put("number", &c.number);
-        put("number_hot", &c.number);
-        put("number_warm", &0);
-        put("number_cold", &0);
-        put("age_hot", &0);
-        put("age_warm", &0);
+        if segmented {
+            put("number_hot", &c.number);
+            put("number_warm", &0);
+            put("number_cold", &0);
+            put("age_hot", &0);
+            put("age_warm", &0);
+        }
         put("age", &st.oldest_age);
         put("mem_requested", &c.mem_requested);
         put("evicted", &c.evicted);
@@ -436,16 +445,20 @@ fn item_class<S: Sink>(s: &mut S, st: &ShardStats) {
         put("reclaimed", &c.reclaimed);
         put("expired_unfetched", &c.expired_unfetched);
         put("evicted_unfetched", &c.evicted_unfetched);
-        put("evicted_active", &0);
-        put("crawler_reclaimed", &0);
-        put("crawler_items_checked", &0);
+        if segmented {
+            put("evicted_active", &0);
+        }
+        put("crawler_reclaimed", &c.crawler_reclaimed);
+        put("crawler_items_checked", &c.crawler_items_checked);
         put("lrutail_reflocked", &0);
-        put("moves_to_cold", &0);
-        put("moves_to_warm", &0);
-        put("moves_within_lru", &0);
-        put("direct_reclaims", &c.direct_reclaims);
-        for name in ["hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"] {
-            put(name, &0);
+        if segmented {
+            put("moves_to_cold", &0);
+            put("moves_to_warm", &0);
+            put("moves_within_lru", &0);
+            put("direct_reclaims", &c.direct_reclaims);
+            for name in ["hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"] {
+                put(name, &0);
+            }
         }
     }
 }

@@ -387,6 +387,9 @@ pub struct Shared {
     pub watcher: Option<super::watcher::Watcher>,
     /// Detail stats, log watchers and the other administrative state.
     pub admin: super::admin::AdminState,
+    /// The clock's timer and the shards' maintainers (see
+    /// [`super::maintainer`]).
+    pub maintenance: super::maintainer::Maintenance,
 }
 
 impl Shared {
@@ -421,6 +424,7 @@ impl Shared {
             total_connections: AtomicU64::new(0),
             rejected_connections: AtomicU64::new(0),
             baseline: Mutex::new(CounterValues::default()),
+            maintenance: Default::default(),
         }
     }
 
@@ -491,6 +495,7 @@ impl Shared {
         for p in &self.peers {
             let _ = p.waker.wake();
         }
+        self.maintenance.stop();
     }
 }
 

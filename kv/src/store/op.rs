@@ -116,6 +116,12 @@ pub enum Op {
         /// At most this many items (0: all).
         limit: u32,
     },
+    /// `lru_crawler crawl`: reclaim the expired and flushed items of the
+    /// given slab classes or all, counted as the crawler's.
+    Crawl {
+        /// Slab class ids to crawl; `None` for all.
+        classes: Option<Vec<u32>>,
+    },
     /// Read the shard's counters, optionally resetting them.
     Stats {
         /// Reset the counters after reading them.

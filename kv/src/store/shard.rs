@@ -15,6 +15,13 @@
 //! [`CRAWL_BUDGET`] flushed items from the tail, and a `stats` request
 //! reclaims all of them, so `stats` shows what memcached shows once its
 //! maintainer has been by.
+//!
+//! Expired items are reclaimed in the background too: once a second the
+//! shard's maintainer (a fiber on its thread) delegates
+//! [`Shard::maintain`] to it, which removes the items whose time has come,
+//! found through the
+//! shard's expiry queue (`shard/expiry.rs`), and the flushed ones, so that
+//! memory and `curr_items` go down without anyone asking for those keys.
 
 use lru::LruCache;
 
@@ -23,9 +30,14 @@ use super::op::{Hit, Op, Outcome, StoreMode};
 use super::stats::{ClassStats, ShardStats};
 use crate::clock;
 use crate::numeric;
+use expiry::Expiry;
 
 /// memcached refreshes an item's access time at most this often (seconds).
 const ITEM_UPDATE_INTERVAL: u32 = 60;
+
+/// Items a store looks at on the LRU tail when the maintainer is off
+/// (memcached's `lru_pull_tail` tries).
+const TAIL_SEARCH: usize = 5;
 
 /// Flushed items a request reclaims from the LRU tail before it runs.
 pub const CRAWL_BUDGET: usize = 64;
@@ -41,6 +53,9 @@ pub struct ShardConfig {
     pub mem_limit: u64,
     /// Largest item size (`-I`).
     pub item_size_max: usize,
+    /// Each store first reclaims expired items from the LRU tail, as
+    /// memcached does when its LRU maintainer is off.
+    pub tail_reclaim: bool,
 }
 
 /// A shard of the table.
@@ -49,6 +64,7 @@ pub struct Shard {
     mem_used: u64,
     mem_limit: u64,
     item_size_max: usize,
+    tail_reclaim: bool,
     index: usize,
     last_cas: u64,
     cas_step: u64,
@@ -66,6 +82,8 @@ pub struct Shard {
     classes: Vec<ClassStats>,
     /// Items per 32-byte size bucket.
     sizes: Vec<u64>,
+    /// Keys by expiration time, for the background reclaim.
+    expiry: Expiry,
 }
 
 /// State of a key found in the map.
@@ -84,6 +102,7 @@ impl Shard {
             mem_used: 0,
             mem_limit: cfg.mem_limit,
             item_size_max: cfg.item_size_max,
+            tail_reclaim: cfg.tail_reclaim,
             index: cfg.index,
             // CAS values of shard i are i+1, i+1+count, i+1+2*count, ...
             last_cas: (cfg.index as u64 + 1).wrapping_sub(count),
@@ -94,6 +113,7 @@ impl Shard {
             stats: ShardStats { limit_maxbytes: cfg.mem_limit, ..ShardStats::default() },
             classes: accounting::empty(),
             sizes: Vec::new(),
+            expiry: Expiry::default(),
         }
     }
 
@@ -127,13 +147,25 @@ impl Shard {
                 self.flush(delay, now, started);
                 Outcome::Done
             }
-            Op::Meta(m) => self.meta(*m, now, started),
+            Op::Meta(m) => {
+                // A meta command may give an item a new expiration time.
+                let key = (m.ttl.is_some() || m.vivify.is_some()).then(|| m.key.clone());
+                let out = self.meta(*m, now, started);
+                if let Some(key) = key {
+                    self.reschedule(&key);
+                }
+                out
+            }
             Op::MemLimit { total } => {
                 self.mem_limit = share(total, self.index, self.cas_step as usize);
                 Outcome::Done
             }
             Op::Dump { classes } => Outcome::Meta(self.dump(classes.as_deref(), now, started)),
             Op::CacheDump { class, limit } => Outcome::Meta(self.cachedump(class, limit, now, started)),
+            Op::Crawl { classes } => {
+                self.crawl_classes(classes.as_deref(), now);
+                Outcome::Done
+            }
             Op::Stats { reset } => {
                 let s = self.stats(now);
                 if reset {
@@ -142,6 +174,107 @@ impl Shard {
                 }
                 Outcome::Stats(Box::new(s))
             }
+        }
+    }
+
+    /// The background reclaim at relative time `now` (memcached's LRU
+    /// maintainer): removes up to `budget` flushed items from the LRU tail
+    /// and up to `budget` items whose expiration time has come, counting
+    /// them as `reclaimed`. Returns whether some may be left for another
+    /// call.
+    pub fn maintain(&mut self, now: u32, budget: usize) -> bool {
+        if self.crawl_at != 0 && now >= self.crawl_at {
+            self.crawl(now, budget);
+        }
+        let mut more = self.crawl_at != 0 && now >= self.crawl_at;
+        let mut checked = 0;
+        while let Some(key) = self.expiry.next_due(now) {
+            checked += 1;
+            match self.map.peek(&key[..]) {
+                Some(it) if it.expired(now) => {
+                    if let Some(it) = self.remove(&key) {
+                        self.account_reclaimed(it.class, it.fetched);
+                        self.stats.reclaimed += 1;
+                        if !it.fetched {
+                            self.stats.expired_unfetched += 1;
+                        }
+                    }
+                }
+                // Given a later time since: due then.
+                Some(it) => {
+                    let at = it.exptime;
+                    self.expiry.schedule(&key, at);
+                }
+                None => {}
+            }
+            if checked == budget {
+                more = true;
+                break;
+            }
+        }
+        if self.expiry.wants_rebuild(self.map.len()) {
+            self.expiry.rebuild(self.map.iter().map(|(k, it)| (&k[..], it.exptime)));
+        }
+        more
+    }
+
+    /// memcached's `lru_pull_tail` before an allocation when its LRU is
+    /// not segmented: removes the expired or flushed items among the last
+    /// [`TAIL_SEARCH`] of the LRU tail, up to the first live one.
+    fn reclaim_tail(&mut self, now: u32) {
+        for _ in 0..TAIL_SEARCH {
+            match self.map.peek_lru() {
+                Some((_, it)) if it.expired(now) || self.is_flushed(it, now) => {}
+                _ => return,
+            }
+            let Some((k, it)) = self.map.pop_lru() else { return };
+            let size = it.size(k.len()) as u64;
+            self.mem_used -= size;
+            self.account_out(it.class, size);
+            self.account_reclaimed(it.class, it.fetched);
+            self.stats.reclaimed += 1;
+            if !it.fetched {
+                self.stats.expired_unfetched += 1;
+            }
+        }
+    }
+
+    /// `lru_crawler crawl`: looks at every item of `classes` (all: `None`)
+    /// and removes the expired and flushed ones, counted as memcached's
+    /// crawler counts them (`crawler_reclaimed`, `crawler_items_checked`,
+    /// `expired_unfetched`). The whole shard in one request: an
+    /// administrative command, not a background task.
+    fn crawl_classes(&mut self, classes: Option<&[u32]>, now: u32) {
+        let mut dead = Vec::new();
+        let mut checked = Vec::new();
+        for (k, it) in self.map.iter() {
+            if classes.is_some_and(|c| !c.contains(&u32::from(it.class))) {
+                continue;
+            }
+            checked.push(it.class);
+            if it.expired(now) || self.is_flushed(it, now) {
+                dead.push(k.clone());
+            }
+        }
+        self.stats.crawler_items_checked += checked.len() as u64;
+        for class in checked {
+            self.class_mut(class).crawler_items_checked += 1;
+        }
+        for k in dead {
+            if let Some(it) = self.remove(&k) {
+                let c = self.class_mut(it.class);
+                c.crawler_reclaimed += 1;
+                c.expired_unfetched += u64::from(!it.fetched);
+                self.stats.crawler_reclaimed += 1;
+                self.stats.expired_unfetched += u64::from(!it.fetched);
+            }
+        }
+    }
+
+    /// Enqueues the item under `key` (if any) for its expiration time.
+    fn reschedule(&mut self, key: &[u8]) {
+        if let Some(at) = self.map.peek(key).map(|it| it.exptime) {
+            self.expiry.schedule(key, at);
         }
     }
 
@@ -280,6 +413,9 @@ impl Shard {
         it.fetched = true;
         let class = it.class;
         let hit = Hit { key, flags: it.flags, cas: it.cas, data: if value { it.data.clone() } else { Vec::new() } };
+        if let Some(exptime) = touch {
+            self.expiry.schedule(&hit.key, exptime);
+        }
         if touch.is_some() {
             self.class_mut(class).touch_hits += 1;
             self.stats.touch_hits += 1;
@@ -367,6 +503,9 @@ impl Shard {
     /// LRU tail as needed. Returns the new CAS value, or `None` when the
     /// item cannot fit at all.
     fn insert(&mut self, key: Vec<u8>, mut item: Item, now: u32) -> Option<u64> {
+        if self.tail_reclaim {
+            self.reclaim_tail(now);
+        }
         let size = item.size(key.len()) as u64;
         item.class = accounting::class_of(size);
         self.remove(&key);
@@ -417,6 +556,7 @@ impl Shard {
         self.mem_used += size;
         self.account_in(item.class, size);
         self.stats.total_items += 1;
+        self.expiry.schedule(&key, item.exptime);
         self.map.put(key.into_boxed_slice(), item);
         Some(cas)
     }
@@ -517,6 +657,7 @@ pub fn share(total: u64, index: usize, count: usize) -> u64 {
 
 mod accounting;
 mod dump;
+mod expiry;
 mod meta;
 
 #[cfg(test)]

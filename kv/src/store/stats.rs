@@ -73,6 +73,12 @@ pub struct ShardStats {
     /// Items a store removed from the LRU tail to make room (memcached's
     /// `direct_reclaims`).
     pub direct_reclaims: u64,
+    /// Expired or flushed items an `lru_crawler crawl` removed.
+    #[serde(default)]
+    pub crawler_reclaimed: u64,
+    /// Items an `lru_crawler crawl` looked at.
+    #[serde(default)]
+    pub crawler_items_checked: u64,
     /// Per memcached slab class (index 0 is class 1).
     #[serde(default)]
     pub classes: Vec<ClassStats>,
@@ -120,6 +126,12 @@ pub struct ClassStats {
     pub expired_unfetched: u64,
     /// Items a store removed from the LRU tail to make room.
     pub direct_reclaims: u64,
+    /// Expired or flushed items an `lru_crawler crawl` removed.
+    #[serde(default)]
+    pub crawler_reclaimed: u64,
+    /// Items an `lru_crawler crawl` looked at.
+    #[serde(default)]
+    pub crawler_items_checked: u64,
 }
 
 impl ClassStats {
@@ -142,6 +154,8 @@ impl ClassStats {
         self.reclaimed += o.reclaimed;
         self.expired_unfetched += o.expired_unfetched;
         self.direct_reclaims += o.direct_reclaims;
+        self.crawler_reclaimed += o.crawler_reclaimed;
+        self.crawler_items_checked += o.crawler_items_checked;
     }
 
     /// Zeroes the counters, keeping the gauges.
@@ -185,6 +199,8 @@ impl ShardStats {
         self.expired_unfetched += o.expired_unfetched;
         self.oldest_age = self.oldest_age.max(o.oldest_age);
         self.direct_reclaims += o.direct_reclaims;
+        self.crawler_reclaimed += o.crawler_reclaimed;
+        self.crawler_items_checked += o.crawler_items_checked;
         if self.classes.len() < o.classes.len() {
             self.classes.resize(o.classes.len(), ClassStats::default());
         }

@@ -44,6 +44,18 @@ pub struct AdminState {
     pub watcher_logbuf_size: u64,
     /// memcached's `worker_logbuf_size` in bytes.
     pub worker_logbuf_size: u64,
+    /// The LRU crawler is enabled (`-o lru_crawler`, `lru_crawler
+    /// enable|disable`).
+    pub lru_crawler: AtomicBool,
+    /// Expired items are reclaimed in the background (`-o
+    /// lru_maintainer`, the default; `no_lru_maintainer` turns it off).
+    pub lru_maintainer: bool,
+    /// Background reclaim passes this process has made (memcached's
+    /// `lru_maintainer_juggles`).
+    pub juggles: AtomicU64,
+    /// `lru_crawler crawl` commands this process ran (memcached's
+    /// `lru_crawler_starts`).
+    pub crawls: AtomicU64,
 }
 
 impl AdminState {
@@ -62,6 +74,10 @@ impl AdminState {
             track_sizes: AtomicBool::new(x.track_sizes),
             watcher_logbuf_size: x.watcher_logbuf_size,
             worker_logbuf_size: x.worker_logbuf_size,
+            lru_crawler: AtomicBool::new(x.lru_crawler),
+            lru_maintainer: x.lru_maintainer,
+            juggles: AtomicU64::new(0),
+            crawls: AtomicU64::new(0),
         }
     }
 

@@ -3,6 +3,7 @@
 use std::rc::Rc;
 
 use super::{issue, Env, Flow};
+use crate::clock;
 use crate::protocol::binary::reply as bin_reply;
 use crate::protocol::binary::{opcode, stat_group, status, BinCtx, Frame, Header, StatGroup};
 use crate::protocol::text::StatsKind;
@@ -104,7 +105,7 @@ fn request(env: &Env<'_>, conn: &Rc<ConnShared>, h: &Header, extras: &[u8], key:
         }
         opcode::FLUSH => {
             bump(&env.counters.cmd_flush, 1);
-            let delay = if extras.len() == 4 { i64::from(be32(extras)) } else { 0 };
+            let delay = clock::absolute(if extras.len() == 4 { i64::from(be32(extras)) } else { 0 });
             shards.broadcast(conn, Scope::All, Some(Op::Flush { delay }), Some(AgentOp::Flush(delay)), move |_| {
                 let mut out = Vec::new();
                 if !quiet {

@@ -2,11 +2,14 @@
 //! go to every shard.
 //!
 //! The crawler's enabled state is a setting of the server process, as in
-//! memcached; there is no crawler thread behind it (shards reclaim
-//! flushed and expired items themselves), so `crawl` only answers.
+//! memcached; there is no crawler thread behind it (each shard's
+//! maintainer reclaims flushed and expired items once a second: see the
+//! server's maintainer). `crawl` has every shard look at the items of the
+//! classes named and reclaim the expired and flushed ones, counted as
+//! memcached's crawler counts them.
 
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Env;
 use crate::protocol::text::{replies, CrawlScope, LruCommand};
@@ -15,10 +18,6 @@ use crate::server::outq::Reply;
 use crate::server::shards::Scope;
 use crate::store::op::CACHEDUMP_MAX;
 use crate::store::{Op, Outcome};
-
-/// Whether `lru_crawler` commands are enabled (`lru_crawler enable` /
-/// `disable`); on at start, as in memcached.
-static CRAWLER: AtomicBool = AtomicBool::new(true);
 
 /// The memory limit `cache_memlimit` last set, in bytes (0: none yet),
 /// for `stats settings`.
@@ -67,6 +66,7 @@ fn cachedump<'a>(shards: impl Iterator<Item = &'a Outcome>, limit: u32) -> Vec<u
 /// Handles one administrative command.
 pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
     let shards = env.shards;
+    let crawler = &env.shared.admin.lru_crawler;
     match cmd {
         LruCommand::MemLimit { megabytes, noreply } => {
             let total = u64::from(megabytes) * 1024 * 1024;
@@ -83,22 +83,29 @@ pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
             });
         }
         LruCommand::Crawler { enable } => {
-            let was = CRAWLER.swap(enable, Ordering::Relaxed);
+            let was = crawler.swap(enable, Ordering::Relaxed);
             conn.push(Reply::Static(if enable && was { START_FAILED } else { replies::OK }));
         }
-        LruCommand::Crawl(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
-        LruCommand::Crawl(scope) => conn.push(Reply::Static(match scope {
-            CrawlScope::Bad => BADCLASS,
-            CrawlScope::Hash => UNKNOWN,
-            CrawlScope::Classes(ids) if ids.is_empty() => NOTSTARTED,
-            CrawlScope::All | CrawlScope::Classes(_) => replies::OK,
-        })),
+        LruCommand::Crawl(_) if !crawler.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        LruCommand::Crawl(scope) => {
+            let classes = match scope {
+                CrawlScope::Bad => return conn.push(Reply::Static(BADCLASS)),
+                CrawlScope::Hash => return conn.push(Reply::Static(UNKNOWN)),
+                CrawlScope::Classes(ids) if ids.is_empty() => return conn.push(Reply::Static(NOTSTARTED)),
+                CrawlScope::Classes(ids) => Some(ids),
+                CrawlScope::All => None,
+            };
+            // Several connection workers may run crawls: an administrative
+            // path, not a request's.
+            env.shared.admin.crawls.fetch_add(1, Ordering::Relaxed);
+            shards.broadcast(conn, Scope::All, Some(Op::Crawl { classes }), None, |_| Reply::Static(replies::OK));
+        }
         LruCommand::CacheDump { class, limit } => {
             shards.broadcast(conn, Scope::All, Some(Op::CacheDump { class, limit }), None, move |g| {
                 Reply::Bytes(cachedump(g.shards.iter(), limit))
             });
         }
-        LruCommand::MetaDump(_) if !CRAWLER.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
+        LruCommand::MetaDump(_) if !crawler.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
         LruCommand::MetaDump(scope) => {
             // memcached refuses a dump behind replies it has not sent yet.
             let behind = conn.out.borrow().has_stack();

@@ -4,6 +4,7 @@
 use std::rc::Rc;
 
 use super::{issue, Env, Flow};
+use crate::clock;
 use crate::protocol::text::{replies, Command, StatsKind, TextKind};
 use crate::server::admin::{commands, hooks};
 use crate::server::agent::AgentOp;
@@ -65,7 +66,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
         }
         Command::FlushAll { delay, noreply } => {
             bump(&env.counters.cmd_flush, 1);
-            let delay = i64::from(delay);
+            let delay = clock::absolute(i64::from(delay));
             shards.broadcast(conn, Scope::All, Some(Op::Flush { delay }), Some(AgentOp::Flush(delay)), move |_| {
                 if noreply {
                     Reply::Nothing

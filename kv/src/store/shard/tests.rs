@@ -6,7 +6,7 @@ use crate::store::item_size;
 const STARTED: i64 = 1_700_000_000;
 
 fn shard(mem: u64) -> Shard {
-    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: mem, item_size_max: 1 << 20 })
+    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: mem, item_size_max: 1 << 20, tail_reclaim: false })
 }
 
 fn set(s: &mut Shard, key: &str, data: &str, exptime: i64, now: u32) -> Outcome {
@@ -68,8 +68,10 @@ fn cas_values_are_unique_and_checked() {
 
 #[test]
 fn cas_unique_across_shards() {
-    let mut a = Shard::new(ShardConfig { index: 0, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20 });
-    let mut b = Shard::new(ShardConfig { index: 1, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20 });
+    let mut a =
+        Shard::new(ShardConfig { index: 0, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
+    let mut b =
+        Shard::new(ShardConfig { index: 1, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
     let mut seen = std::collections::HashSet::new();
     for i in 0..50 {
         for s in [&mut a, &mut b] {
@@ -176,7 +178,8 @@ fn lru_eviction_under_memory_limit() {
 
 #[test]
 fn append_past_item_limit_is_not_stored() {
-    let mut s = Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 30, item_size_max: 1 << 20 });
+    let mut s =
+        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 30, item_size_max: 1 << 20, tail_reclaim: false });
     set(&mut s, "a", &"x".repeat(1_048_516), 0, 10);
     assert_eq!(store(&mut s, StoreMode::Append, "a", "y", 0), Outcome::NotStored);
 }
@@ -262,4 +265,77 @@ fn stores_count_direct_reclaims() {
         set(&mut s, k, &v, 0, 10);
     }
     assert_eq!(s.stats(10).direct_reclaims, 2);
+}
+
+#[test]
+fn maintain_reclaims_expired_items_nobody_asks_for() {
+    let mut s = shard(1 << 20);
+    set(&mut s, "a", "x", 2, 10); // due at 12
+    set(&mut s, "b", "x", 5, 10); // due at 15
+    set(&mut s, "c", "x", 0, 10); // never
+    set(&mut s, "d", "x", 2, 10);
+    // `d` is touched to a later time, `a` replaced by an item without one.
+    s.execute(Op::Get { key: b"d".to_vec(), touch: Some(10), value: false }, 11, STARTED);
+    set(&mut s, "a", "y", 0, 11);
+    assert!(!s.maintain(11, 100));
+    assert_eq!(curr_items(&s, 11), 4);
+    assert!(!s.maintain(12, 100));
+    assert_eq!((curr_items(&s, 12), s.stats(12).reclaimed), (4, 0));
+    assert!(!s.maintain(15, 100));
+    let st = s.stats(15);
+    assert_eq!((st.curr_items, st.reclaimed, st.expired_unfetched, st.bytes), (3, 1, 1, 3 * 61));
+    assert!(!s.maintain(21, 100));
+    assert_eq!((curr_items(&s, 21), s.stats(21).reclaimed), (2, 2));
+    assert_eq!(get(&mut s, "a", 21).as_deref(), Some(&b"y"[..]));
+    assert_eq!(get(&mut s, "c", 21).as_deref(), Some(&b"x"[..]));
+}
+
+#[test]
+fn maintain_works_in_batches_and_follows_meta_ttls() {
+    let mut s = shard(1 << 24);
+    for i in 0..10 {
+        set(&mut s, &format!("k{i}"), "x", 1, 10);
+    }
+    assert!(s.maintain(11, 4));
+    assert!(s.maintain(11, 4));
+    assert!(!s.maintain(11, 4));
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (0, 10));
+    // An item without a TTL given one by `mg T`.
+    set(&mut s, "m", "x", 0, 11);
+    let mut op = crate::store::meta::MetaOp::new(crate::store::meta::MetaKind::Get, b"m".to_vec());
+    op.flags.push(crate::store::meta::MetaFlag::SetTtl);
+    op.ttl = Some(1);
+    s.execute(Op::Meta(Box::new(op)), 11, STARTED);
+    assert!(!s.maintain(12, 100));
+    assert_eq!(curr_items(&s, 12), 0);
+}
+
+#[test]
+fn maintain_reclaims_flushed_items() {
+    let mut s = shard(1 << 20);
+    for k in ["a", "b"] {
+        set(&mut s, k, "x", 0, 10);
+    }
+    s.execute(Op::Flush { delay: 0 }, 10, STARTED);
+    assert!(!s.maintain(10, 100));
+    assert_eq!(curr_items(&s, 10), 2);
+    assert!(!s.maintain(11, 100));
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (0, 2));
+}
+
+#[test]
+fn without_the_maintainer_stores_reclaim_expired_items_from_the_tail() {
+    let mut s =
+        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: true });
+    for i in 0..7 {
+        set(&mut s, &format!("k{i}"), "x", 1, 10);
+    }
+    set(&mut s, "live", "x", 0, 10);
+    assert_eq!(curr_items(&s, 11), 8);
+    // A store looks at five items of the tail, all expired.
+    set(&mut s, "a", "x", 0, 11);
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (4, 5));
+    // Then two more, up to the live one.
+    set(&mut s, "b", "x", 0, 11);
+    assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (3, 7));
 }
