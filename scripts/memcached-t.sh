@@ -36,7 +36,7 @@
 #   BIN          where gossamer-kv is (default target/release, built here
 #                unless NO_BUILD=1)
 #   SERVERS      the columns (default "memcached kv-1 kv-2")
-#   T_TIMEOUT    seconds per file and server (default 60): a file still
+#   T_TIMEOUT    seconds per file and server (default 45): a file still
 #                running then counts as timed out (some wait forever for a
 #                reply a server does not send)
 #   LOGS         where each run's output is kept (default
@@ -63,7 +63,7 @@ else
 fi
 BIN=${BIN:-target/release}
 SERVERS=${SERVERS:-"memcached kv-1 kv-2"}
-T_TIMEOUT=${T_TIMEOUT:-60}
+T_TIMEOUT=${T_TIMEOUT:-45}
 LOGS=${LOGS:-target/memcached-t}
 THREADS=4
 MEMORY=64
@@ -93,6 +93,13 @@ fi
 kv="$root/$BIN/gossamer-kv"
 [[ "$BIN" == /* ]] && kv="$BIN/gossamer-kv"
 [[ " $SERVERS " != *" kv-"* || -x "$kv" ]] || die "no gossamer-kv at $kv; build it (cargo build --release -p gossamer-kv) or set BIN"
+
+# A program of several processes stops when one of them falls silent for
+# 1.5 s (fate sharing); on a few cores shared with builds, a starved process
+# can be silent that long, and the program would stop in the middle of a
+# file for want of CPU. A process that exits still fails the file (its log
+# says so and keeps the server's output).
+export GOSSAMER_SILENCE_MS=${GOSSAMER_SILENCE_MS:-10000}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/memcached-t.XXXXXX")
 server_pid="" # process group of the running server
@@ -222,8 +229,15 @@ run_file() {
     prove_pid=$!
     wait "$prove_pid" || rc=$?
     prove_pid=""
+    if ! kill -0 "$server_pid" 2>/dev/null; then
+        echo "--- the server had exited by the end of the run" >>"$log"
+    fi
     stop_group "$server_pid"
     server_pid=""
+    if [[ -s "$work/server.log" ]]; then
+        echo "--- server output" >>"$log"
+        cat "$work/server.log" >>"$log"
+    fi
     if [[ $rc == 124 || $rc == 137 ]]; then
         r=timeout
     elif [[ $rc != 0 ]]; then
@@ -236,15 +250,14 @@ run_file() {
 }
 
 # The first failing assertion of a run and what the server answered: the
-# first "not ok" line and the diagnostics after it, or else the harness's
-# last words.
+# first "not ok" line (or else the last "ok") and the first diagnostics block ("#   Failed test"
+# and what follows; the test writes those to stderr, so they need not come
+# right after it), then prove's summary of how the file ended.
 why() {
     local log=$1
-    if grep -q '^not ok' "$log"; then
-        awk '/^not ok/ && !n { n = 1; print; next } n && /^#/ { print; if (++k == 8) exit; next } n { exit }' "$log"
-    else
-        grep -v '^ok \|^\(Files\|Tests\)=\|^Result:\|^Test Summary\|^Failed\|^t/[^ ]* \.\.' "$log" | tail -n 6
-    fi
+    grep -m 1 '^not ok' "$log" || grep '^ok ' "$log" | tail -n 1 | sed 's/^/no failed assertion; the last to pass: /'
+    awk '/^#   Failed test/ { if (n++) exit } n && /^#/ { print; if (++k == 12) exit }' "$log"
+    sed -n '/^Test Summary Report/,/^Files=/p' "$log" | grep '^  \|^t/' || true
 }
 
 if [[ $# -gt 0 ]]; then
