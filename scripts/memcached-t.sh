@@ -255,9 +255,11 @@ run_file() {
 # right after it), then prove's summary of how the file ended.
 why() {
     local log=$1
-    grep -m 1 '^not ok' "$log" || grep '^ok ' "$log" | tail -n 1 | sed 's/^/no failed assertion; the last to pass: /'
-    awk '/^#   Failed test/ { if (n++) exit } n && /^#/ { print; if (++k == 12) exit }' "$log"
-    sed -n '/^Test Summary Report/,/^Files=/p' "$log" | grep '^  \|^t/' || true
+    # (Each step may find nothing; none of them may stop the report.)
+    grep -m 1 '^not ok' "$log" ||
+        { grep '^ok ' "$log" | tail -n 1 | sed 's/^/no failed assertion; the last to pass: /'; } || true
+    awk '/^#   Failed test/ { if (n++) exit } n && /^#/ { print; if (++k == 12) exit }' "$log" || true
+    { sed -n '/^Test Summary Report/,/^Files=/p' "$log" | grep '^  \|^t/'; } || true
 }
 
 if [[ $# -gt 0 ]]; then
@@ -310,7 +312,7 @@ if [[ ${#regressions[@]} -gt 0 ]]; then
         s=${fs#*,}
         echo "--- $f on $s: ${result[$f,$s]} ($LOGS/$s/${f%.t}.log)"
         [[ ${result[$f,$s]} == timeout ]] && echo "    (still running after $T_TIMEOUT s)"
-        why "$LOGS/$s/${f%.t}.log" | sed 's/^/    /'
+        why "$LOGS/$s/${f%.t}.log" | sed 's/^/    /' || true
     done
     exit 1
 fi
