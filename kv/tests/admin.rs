@@ -316,8 +316,7 @@ fn watch_streams_match_memcached() {
     for p in [&mc, &kv] {
         let mut c = p.raw();
         text(&mut c, &[&b"set k 0 0 1\r\nx\r\nset k2 5 0 100\r\n"[..], &[b'y'; 100], b"\r\n"].concat());
-        // memcached also logs the lookups inside stores as fetches: the
-        // fetchers watcher sees reads only.
+        // The stores come before the watcher: it sees the reads only.
         let mut fetch = p.raw();
         fetch.send(b"watch fetchers\r\n");
         assert_eq!(fetch.recv_until(b"OK\r\n"), b"OK\r\n");
@@ -348,6 +347,51 @@ fn watch_streams_match_memcached() {
     }
     assert_eq!(streams[1].0, streams[0].0, "fetchers");
     assert_eq!(streams[1].1, streams[0].1, "mutations and connevents");
+}
+
+/// A store, delete, incr/decr or touch looks its key up inside the cache
+/// first, and `watch fetchers` shows that lookup before the store's own
+/// line, as memcached's own `t/watcher_connid.t` expects; a stored append
+/// reports the joined size, a touch the item's.
+#[test]
+fn lookups_inside_requests_are_logged_as_memcached_does() {
+    let Some((mc, kv)) = pair(&[]) else { return };
+    let requests: Vec<u8> = [
+        &b"set k 0 0 5\r\nhello\r\n"[..],
+        b"set k 0 0 5\r\nhello\r\n",
+        b"add k 0 0 1\r\nx\r\n",
+        b"add b 0 0 1\r\nx\r\n",
+        b"replace nope 0 0 1\r\nx\r\n",
+        b"append k 0 0 1\r\nx\r\n",
+        b"prepend k 0 0 2\r\nxy\r\n",
+        b"cas k 0 0 1 999\r\nx\r\n",
+        b"incr nope 1\r\n",
+        b"set n 0 0 1\r\n5\r\n",
+        b"incr n 2\r\n",
+        b"decr n 1\r\n",
+        b"touch k 10\r\n",
+        b"touch nope 10\r\n",
+        b"delete k\r\n",
+        b"delete nope\r\n",
+    ]
+    .concat();
+    let mut streams = Vec::new();
+    for p in [&mc, &kv] {
+        let mut w = p.raw();
+        w.send(b"watch fetchers mutations\r\n");
+        assert_eq!(w.recv_until(b"OK\r\n"), b"OK\r\n");
+        let mut c = p.raw();
+        text(&mut c, &requests);
+        // As many lines as memcached wrote (it goes first), then a quiet
+        // moment: no more may follow.
+        let n = streams.first().map_or(1, |s: &Vec<String>| s.len());
+        let mut lines = log_lines(&mut w, n);
+        let (more, _) = w.recv_quiet(Duration::from_millis(300));
+        lines.extend(mask_log(&String::from_utf8_lossy(&more)));
+        streams.push(lines);
+    }
+    assert!(streams[0].len() > 20, "memcached logged {:?}", streams[0]);
+    assert_eq!(streams[1], streams[0]);
 }
 
 /// `watch evictions`: the same line for an item evicted to make room (the

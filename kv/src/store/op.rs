@@ -82,6 +82,14 @@ pub enum Op {
         /// CAS value to compare, or 0.
         cas: u64,
     },
+    /// Look at an item without touching it (no statistics, no LRU move):
+    /// what memcached's log watchers see of the lookup that a store,
+    /// delete or incr/decr makes inside the cache.
+    Peek {
+        /// The key.
+        #[serde(with = "serde_bytes")]
+        key: Vec<u8>,
+    },
     /// Remove an item without counting it as a delete (after a failed set).
     Unlink {
         /// The key.
@@ -184,6 +192,8 @@ pub enum Outcome {
     Meta(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Stats: the counters.
     Stats(Box<ShardStats>),
+    /// Peek: the live item's client flags and value length, if there is one.
+    Peeked(Option<(u32, u64)>),
     /// Done, nothing to report (unlink, flush).
     Done,
     /// The request failed inside the shard (a bug; the shard goes on).

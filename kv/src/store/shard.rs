@@ -139,6 +139,12 @@ impl Shard {
                 let create = create.map(|(init, exp)| (init, clock::realtime(exp, now, started)));
                 self.arith(key, incr, delta, create, cas, now)
             }
+            Op::Peek { key } => Outcome::Peeked(
+                self.map
+                    .peek(&key[..])
+                    .filter(|it| !self.is_flushed(it, now) && !it.expired(now))
+                    .map(|it| (it.flags, it.data.len() as u64)),
+            ),
             Op::Unlink { key } => {
                 self.remove(&key);
                 Outcome::Done

@@ -2,6 +2,7 @@
 //! and the `fetchers` and `mutations` log lines, as memcached produces
 //! them where it handles a request.
 
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -33,13 +34,17 @@ enum Note {
     Get {
         detail: Option<u64>,
         log: bool,
+        touch: bool,
     },
     Store {
         cmd: &'static str,
+        append: bool,
         ttl: u32,
-        ntotal: usize,
+        flags: u32,
         size: usize,
     },
+    /// A delete or incr/decr: only its lookup is logged (`fetchers`).
+    Lookup,
 }
 
 fn cmd_name(mode: StoreMode) -> &'static str {
@@ -73,16 +78,18 @@ fn observed(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ctx
         Op::Get { value, .. } => {
             let counted = (!text || *value) && admin.detail.enabled();
             let log = admin.watchers.wants(log::FETCHERS);
-            (counted || log).then(|| Note::Get { detail: counted.then(|| conn.detail.borrow().tag()), log })
+            let touch = !*value;
+            (counted || log).then(|| Note::Get { detail: counted.then(|| conn.detail.borrow().tag()), log, touch })
         }
         Op::Store { mode, key, flags, exptime, data, .. } => {
             if admin.detail.enabled() {
                 record(env, conn, Record::Set(key.clone()));
             }
-            admin.watchers.wants(log::MUTATIONS).then(|| Note::Store {
+            (admin.watchers.wants(log::MUTATIONS) || admin.watchers.wants(log::FETCHERS)).then(|| Note::Store {
                 cmd: cmd_name(*mode),
+                append: matches!(mode, StoreMode::Append | StoreMode::Prepend),
                 ttl: ttl(*exptime),
-                ntotal: item_size(key.len(), *flags, data.len()),
+                flags: *flags,
                 size: data.len(),
             })
         }
@@ -90,20 +97,35 @@ fn observed(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ctx
             if admin.detail.enabled() {
                 record(env, conn, Record::Delete(key.clone()));
             }
-            None
+            admin.watchers.wants(log::FETCHERS).then_some(Note::Lookup)
         }
+        Op::Arith { .. } => admin.watchers.wants(log::FETCHERS).then_some(Note::Lookup),
         _ => None,
     };
     let Some(note) = note else { return env.shards.issue(conn, shard, op, ctx) };
     let key = match &op {
-        Op::Store { key, .. } => key.clone(),
+        Op::Store { key, .. } | Op::Delete { key, .. } | Op::Arith { key, .. } | Op::Get { key, .. } => key.clone(),
         _ => Vec::new(),
     };
+    // A store, delete or incr/decr first looks the key up inside the cache,
+    // and memcached's fetchers watchers see that lookup (and a stored
+    // append the joined size; a touch the item's size): a peek at the same
+    // shard, issued first, so it runs just before the request and its
+    // answer comes back first.
+    let peeked: Rc<Cell<Option<Option<(u32, u64)>>>> = Rc::default();
+    if !matches!(note, Note::Get { log: false, .. } | Note::Get { touch: false, .. }) {
+        let cell = peeked.clone();
+        env.shards.issue_then(conn, shard, Op::Peek { key: key.clone() }, move |_, outcome| {
+            if let Outcome::Peeked(p) = outcome {
+                cell.set(Some(p));
+            }
+        });
+    }
     let shared = env.shared.clone();
     let cfd = conn.fd.get();
     let seq = conn.out.borrow_mut().reserve();
     env.shards.issue_then(conn, shard, op, move |c, outcome| {
-        let log = note_outcome(&shared, c, note, key, &outcome, cfd);
+        let log = note_outcome(&shared, c, note, key, &outcome, cfd, peeked.get());
         let reply = Reply::Outcome(outcome, ctx);
         c.complete(
             seq,
@@ -133,11 +155,12 @@ fn note_outcome(
     key: Vec<u8>,
     outcome: &Outcome,
     cfd: i32,
+    peeked: Option<Option<(u32, u64)>>,
 ) -> Option<Box<dyn FnOnce()>> {
     let admin = &shared.admin;
     let shared = shared.clone();
     match note {
-        Note::Get { detail, log } => {
+        Note::Get { detail, log, .. } => {
             let (key, hit) = match outcome {
                 Outcome::Found(h) => (&h.key[..], Some(h)),
                 Outcome::Missing(k) => (&k[..], None),
@@ -149,9 +172,13 @@ fn note_outcome(
             if !log {
                 return None;
             }
-            let (status, clsid, size) = match hit {
-                Some(h) => ("found", admin.clsid(item_size(key.len(), h.flags, h.data.len())), h.data.len()),
-                None => ("not_found", 0, 0),
+            let (status, clsid, size) = match (hit, peeked) {
+                // A touch reads no value: the size is the peek's.
+                (Some(h), Some(Some((_, len)))) if h.data.is_empty() => {
+                    ("found", admin.clsid(item_size(key.len(), h.flags, len as usize)), len as usize)
+                }
+                (Some(h), _) => ("found", admin.clsid(item_size(key.len(), h.flags, h.data.len())), h.data.len()),
+                (None, _) => ("not_found", 0, 0),
             };
             let key = key.to_vec();
             Some(Box::new(move || {
@@ -161,7 +188,7 @@ fn note_outcome(
                 }
             }))
         }
-        Note::Store { cmd, ttl, ntotal, size } => {
+        Note::Store { cmd, append, ttl, flags, size } => {
             let status = match outcome {
                 Outcome::Stored { .. } => "stored",
                 Outcome::NotStored => "not_stored",
@@ -170,14 +197,45 @@ fn note_outcome(
                 Outcome::OutOfMemory => "no_memory",
                 _ => return None,
             };
-            let clsid = admin.clsid(ntotal);
+            let lookup = lookup_line(admin, &key, peeked);
+            // A stored append or prepend logs the joined value's size.
+            let size = match peeked {
+                Some(Some((_, old))) if append && status == "stored" => size + old as usize,
+                _ => size,
+            };
+            let clsid = admin.clsid(item_size(key.len(), flags, size));
             Some(Box::new(move || {
                 let w = &shared.admin.watchers;
+                if let (Some((status, clsid, size)), true) = (lookup, w.wants(log::FETCHERS)) {
+                    w.item_get(&key, status, clsid, cfd, size);
+                }
                 if w.wants(log::MUTATIONS) {
                     w.item_store(&key, status, cmd, ttl, clsid, cfd, size);
                 }
             }))
         }
+        Note::Lookup => {
+            let (status, clsid, size) = lookup_line(admin, &key, peeked)?;
+            Some(Box::new(move || {
+                let w = &shared.admin.watchers;
+                if w.wants(log::FETCHERS) {
+                    w.item_get(&key, status, clsid, cfd, size);
+                }
+            }))
+        }
+    }
+}
+
+/// The `item_get` fields of a request's lookup inside the cache: status,
+/// class and size of what the peek found.
+fn lookup_line(
+    admin: &super::AdminState,
+    key: &[u8],
+    peeked: Option<Option<(u32, u64)>>,
+) -> Option<(&'static str, u32, usize)> {
+    match peeked? {
+        Some((flags, len)) => Some(("found", admin.clsid(item_size(key.len(), flags, len as usize)), len as usize)),
+        None => Some(("not_found", 0, 0)),
     }
 }
 

@@ -58,7 +58,7 @@ pub fn text(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: Command<'_>) -> Flow {
         }
         Command::Arith { key, incr, delta, noreply } => {
             let op = Op::Arith { key: key.to_vec(), incr, delta, create: None, cas: 0 };
-            shards.issue(conn, shards.of(key), op, ctx(TextKind::Arith, noreply));
+            issue(env, conn, shards.of(key), op, ctx(TextKind::Arith, noreply));
         }
         Command::Touch { key, exptime, noreply } => {
             let op = Op::Get { key: key.to_vec(), touch: Some(i64::from(exptime)), value: false };
