@@ -27,6 +27,9 @@ pub fn issue(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ct
     }
 }
 
+/// What a peek found: the live item's client flags and value length.
+type Peeked = Option<(u32, u64)>;
+
 /// What to note once the outcome is back.
 enum Note {
     /// `detail`: the tag of a detail count, if the get is one; `log`: a
@@ -112,7 +115,7 @@ fn observed(env: &Env<'_>, conn: &Rc<ConnShared>, shard: usize, op: Op, ctx: Ctx
     // append the joined size; a touch the item's size): a peek at the same
     // shard, issued first, so it runs just before the request and its
     // answer comes back first.
-    let peeked: Rc<Cell<Option<Option<(u32, u64)>>>> = Rc::default();
+    let peeked: Rc<Cell<Option<Peeked>>> = Rc::default();
     if !matches!(note, Note::Get { log: false, .. } | Note::Get { touch: false, .. }) {
         let cell = peeked.clone();
         env.shards.issue_then(conn, shard, Op::Peek { key: key.clone() }, move |_, outcome| {
@@ -155,7 +158,7 @@ fn note_outcome(
     key: Vec<u8>,
     outcome: &Outcome,
     cfd: i32,
-    peeked: Option<Option<(u32, u64)>>,
+    peeked: Option<Peeked>,
 ) -> Option<Box<dyn FnOnce()>> {
     let admin = &shared.admin;
     let shared = shared.clone();
@@ -228,11 +231,7 @@ fn note_outcome(
 
 /// The `item_get` fields of a request's lookup inside the cache: status,
 /// class and size of what the peek found.
-fn lookup_line(
-    admin: &super::AdminState,
-    key: &[u8],
-    peeked: Option<Option<(u32, u64)>>,
-) -> Option<(&'static str, u32, usize)> {
+fn lookup_line(admin: &super::AdminState, key: &[u8], peeked: Option<Peeked>) -> Option<(&'static str, u32, usize)> {
     match peeked? {
         Some((flags, len)) => Some(("found", admin.clsid(item_size(key.len(), flags, len as usize)), len as usize)),
         None => Some(("not_found", 0, 0)),
