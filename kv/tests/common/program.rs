@@ -80,6 +80,24 @@ impl Program {
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no pid in {reply:?}"))
     }
+
+    /// Waits (bounded) for the program to end; its exit status.
+    pub fn wait(&mut self, limit: std::time::Duration) -> std::process::ExitStatus {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(start.elapsed() < limit, "the program did not end within {limit:?}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `sig` to process `pid`.
+    pub fn signal(pid: u32, sig: i32) {
+        // SAFETY: kill has no memory-safety preconditions.
+        assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0, "kill {pid}");
+    }
 }
 
 impl Drop for Program {
