@@ -35,12 +35,14 @@ mod error;
 mod handshake;
 mod psk;
 mod record;
+mod secret_file;
 mod transport;
 
 pub use error::SessionError;
 pub use handshake::{accept, connect, Initiator, Responder, HANDSHAKE_RECORD_MAX};
 pub use psk::Psk;
 pub use record::{read_record, TimedStream, RECORD_MAX};
+pub use secret_file::read_secret_file;
 pub use transport::{Opener, Sealer, Session, PIECE_MAX};
 
 /// The Noise protocol every session speaks.

@@ -8,7 +8,6 @@
 //! program; the embedded launcher makes one itself ([`fresh`]) and hands it
 //! to the copies it starts, in their environment, never on a command line.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use super::RackError;
@@ -53,31 +52,14 @@ pub(crate) fn missing(rank_var: &str, size_var: &str) -> RackError {
 /// Reads a secret file: its bytes without trailing CR/LF. Refuses a file
 /// that group or others may read or write, and an empty one.
 fn load(path: &Path) -> Result<Vec<u8>, RackError> {
-    let err = |reason: String| RackError::Config(format!("secret file {} ({FILE_VAR}): {reason}", path.display()));
-    let meta = std::fs::metadata(path).map_err(|e| err(format!("cannot read it: {e}")))?;
-    if !meta.is_file() {
-        return Err(err("not a regular file".into()));
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o066 != 0 {
-        return Err(err(format!(
-            "permissions {mode:04o} are too open: group or others may read or write it; run `chmod 600 {}`",
-            path.display()
-        )));
-    }
-    let mut bytes = std::fs::read(path).map_err(|e| err(format!("cannot read it: {e}")))?;
-    while matches!(bytes.last(), Some(b'\n' | b'\r')) {
-        bytes.pop();
-    }
-    if bytes.is_empty() {
-        return Err(err("it is empty; put a long random string in it, e.g. `head -c 32 /dev/urandom | base64`".into()));
-    }
-    Ok(bytes)
+    gossamer_session::read_secret_file(path)
+        .map_err(|reason| RackError::Config(format!("secret file {} ({FILE_VAR}): {reason}", path.display())))
 }
 
 #[cfg(all(test, not(miri)))]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn secret_files_are_checked_like_ssh_keys() {
