@@ -66,87 +66,16 @@ mod trust;
 
 pub use error::{Error, JoinError, Panicked};
 pub use objects::{spawn_to, spawn_to_with, Barrier};
-pub use rack::{entrust_on, main, spawn_with, topology, Topology};
+pub use rack::{main, topology, Topology};
 pub use runtime::profile;
 pub use runtime::{
-    Builder, Handle, JoinFuture, JoinHandle, Parker, Runtime, ShutdownReport, Stats, ThreadPool, Unparker,
+    current_thread, spawn, spawn_on, threads, yield_now, Builder, Handle, JoinFuture, JoinHandle, Parker, Runtime,
+    ShutdownReport, Stats, Unparker,
 };
 pub use trust::{
-    block_on, local_trustee, trustee, ApplyFuture, Delegable, Latch, LatchGuard, Transferable, Trust, TrusteeRef,
+    block_on, entrust, entrust_on, local_trustee, spawn_with, trustee, ApplyFuture, Delegable, Latch, LatchGuard,
+    ThreadPool, Transferable, Trust, TrusteeRef,
 };
 
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;
-
-fn worker() -> &'static runtime::worker::Worker {
-    runtime::context::current().expect(
-        "gossamer: this call must be made on a thread of the runtime (inside Runtime::block_on or a spawned fiber)",
-    )
-}
-
-/// Starts a fiber on the calling thread.
-///
-/// # Panics
-/// Outside the runtime's threads.
-pub fn spawn<F, R>(f: F) -> JoinHandle<R>
-where
-    F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let w = worker();
-    runtime::spawn_at_worker(w, w.index, f)
-}
-
-/// Starts a fiber on worker `thread` of this process. For a thread of any
-/// process of a multi-process program, use [`spawn_with`].
-///
-/// # Panics
-/// Outside the runtime's threads, if there is no such worker, or if it runs
-/// in another process.
-pub fn spawn_on<F, R>(thread: usize, f: F) -> JoinHandle<R>
-where
-    F: FnOnce() -> R + Send + 'static,
-    R: Send + 'static,
-{
-    let w = worker();
-    assert!(thread < w.shared.n, "gossamer: no worker {thread} (the runtime has {})", w.shared.n);
-    assert!(
-        w.shared.is_local(thread),
-        "gossamer: thread {thread} is in another process; start fibers there with gossamer::spawn_with, which \
-         carries the closure's data as a serializable argument"
-    );
-    runtime::spawn_at_worker(w, thread, f)
-}
-
-/// Lets the other ready fibers of this thread run.
-pub fn yield_now() {
-    if let Some(w) = runtime::context::current() {
-        w.yield_now();
-    }
-}
-
-/// Entrusts `value` to a trustee chosen round-robin by the calling thread
-/// among this process's workers (the dedicated trustees, if the runtime has
-/// some). To place a property in another process, use
-/// [`entrust_on`](crate::entrust_on), which moves it serialized.
-///
-/// # Panics
-/// Outside the runtime's threads.
-pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
-    let w = worker();
-    let k = w.next_in(w.shared.trustee_range());
-    TrusteeRef::new(k, w.shared.id).entrust(value)
-}
-
-/// Index of the calling worker thread, if it is one.
-pub fn current_thread() -> Option<usize> {
-    runtime::context::current().map(|w| w.index)
-}
-
-/// Number of worker threads of the calling thread's runtime.
-///
-/// # Panics
-/// Outside the runtime's threads.
-pub fn threads() -> usize {
-    worker().shared.n
-}

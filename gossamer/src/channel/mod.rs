@@ -4,6 +4,7 @@
 //! shared-memory code lives.
 
 pub(crate) mod byte_queue;
+pub(crate) mod hooks;
 pub(crate) mod image;
 pub(crate) mod large;
 pub(crate) mod matrix;

@@ -398,8 +398,8 @@ impl<'a> Responder<'a> {
                     // The result cannot travel: the caller gets the reason.
                     self.put_bytes(msg.as_bytes(), TAG_PANIC_MSG, TAG_PANIC_MSG_BULK)
                 }
-                if let (Some(p), Some(w)) = (dropped, crate::runtime::context::current()) {
-                    w.report_panic("drop of a result sent to another process", p);
+                if let Some(p) = dropped {
+                    super::hooks::report_panic("drop of a result sent to another process", p);
                 }
             }
             Err(p) => {

@@ -49,7 +49,7 @@ const NONCE_BYTES: usize = 16;
 type Owner = Option<u32>;
 
 fn owner() -> Owner {
-    crate::runtime::context::current().map(|w| w.current_fiber())
+    super::hooks::current_fiber()
 }
 
 struct Encoding {
@@ -102,14 +102,14 @@ fn fresh_nonce() -> Nonce {
 struct Restore<T: 'static> {
     key: &'static std::thread::LocalKey<RefCell<Option<T>>>,
     prev: Option<T>,
-    _no_suspend: Option<crate::runtime::worker::DelegatedGuard<'static>>,
+    _no_suspend: super::hooks::DelegatedGuard,
 }
 
 impl<T: 'static> Restore<T> {
     /// Opens `ctx` on this thread, in delegated context (see the module
     /// documentation).
     fn open(key: &'static std::thread::LocalKey<RefCell<Option<T>>>, ctx: T) -> Self {
-        let no_suspend = crate::runtime::context::current().map(|w| w.enter_delegated());
+        let no_suspend = super::hooks::enter_delegated();
         let prev = key.with(|c| c.borrow_mut().replace(ctx));
         Restore { key, prev, _no_suspend: no_suspend }
     }

@@ -5,7 +5,7 @@ use std::ptr;
 
 use corosensei::stack::{DefaultStack, Stack};
 
-use super::overflow;
+use super::{overflow, Hooks};
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 type Co = Coroutine<(), (), (), DefaultStack>;
@@ -31,13 +31,14 @@ pub(crate) struct StackPool {
     stack_size: usize,
     free: Vec<DefaultStack>,
     limit: usize,
+    hooks: Hooks,
     _alt: overflow::AltStack,
 }
 
 impl StackPool {
-    pub(crate) fn new(stack_size: usize, limit: usize) -> Self {
+    pub(crate) fn new(stack_size: usize, limit: usize, hooks: Hooks) -> Self {
         overflow::install();
-        StackPool { stack_size, free: Vec::new(), limit, _alt: overflow::AltStack::ensure() }
+        StackPool { stack_size, free: Vec::new(), limit, hooks, _alt: overflow::AltStack::ensure() }
     }
 
     fn take(&mut self) -> DefaultStack {
@@ -81,6 +82,7 @@ impl Fiber {
         });
         let slot = SendPtr(&fiber.yielder as *const Cell<*const Yielder<(), ()>>);
         let stack = pool.take();
+        let report_panic = pool.hooks.report_panic;
         fiber.stack_low = stack.limit().get();
         let co = Coroutine::with_stack(stack, move |y: &Yielder<(), ()>, ()| {
             let slot = slot;
@@ -93,10 +95,7 @@ impl Fiber {
             // panic that it lets escape ends the fiber here, reported,
             // and never unwinds through the scheduler into the loop.
             if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-                match crate::runtime::context::current() {
-                    Some(w) => w.report_panic("fiber", p),
-                    None => crate::error::drop_payload(p),
-                }
+                report_panic(p);
             }
         });
         fiber.co = Some(co);

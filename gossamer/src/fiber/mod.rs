@@ -15,6 +15,23 @@
 //!   thread per fiber with a baton passed through a mutex and condition
 //!   variable, so the channel and runtime code can still be checked by Miri.
 
+/// What the scheduler above lends its fibers. The fiber layer knows nothing
+/// of the runtime that drives it; the runtime passes these when it makes a
+/// thread's [`StackPool`].
+#[derive(Clone, Copy)]
+pub(crate) struct Hooks {
+    /// Reports a panic that a fiber body let escape; the fiber ends there
+    /// and the panic never unwinds into the scheduler.
+    pub(crate) report_panic: fn(Box<dyn std::any::Any + Send>),
+    /// Reads the thread's scheduler context, an opaque pointer that the
+    /// thread-per-fiber fallback carries to the thread that runs a fiber.
+    #[cfg_attr(not(miri), allow(dead_code))]
+    pub(crate) context: fn() -> *const (),
+    /// Installs a context read with `context` on the calling thread.
+    #[cfg_attr(not(miri), allow(dead_code))]
+    pub(crate) set_context: fn(*const ()),
+}
+
 #[cfg(not(miri))]
 mod coro;
 #[cfg(not(miri))]

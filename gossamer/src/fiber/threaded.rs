@@ -5,6 +5,8 @@
 use std::cell::Cell;
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::Hooks;
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Turn {
     Scheduler,
@@ -15,8 +17,9 @@ enum Turn {
 struct Baton {
     turn: Mutex<Turn>,
     cv: Condvar,
-    /// The worker context to install on the fiber thread when it runs.
+    /// The scheduler context to install on the fiber thread when it runs.
     context: Mutex<Ctx>,
+    hooks: Hooks,
 }
 
 impl Baton {
@@ -37,11 +40,11 @@ thread_local! {
     static CURRENT: Cell<Option<*const Baton>> = const { Cell::new(None) };
 }
 
-pub(crate) struct StackPool;
+pub(crate) struct StackPool(Hooks);
 
 impl StackPool {
-    pub(crate) fn new(_stack_size: usize, _limit: usize) -> Self {
-        StackPool
+    pub(crate) fn new(_stack_size: usize, _limit: usize, hooks: Hooks) -> Self {
+        StackPool(hooks)
     }
 }
 
@@ -50,8 +53,8 @@ pub(crate) struct Fiber {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-/// The worker pointer handed to a fiber thread.
-struct Ctx(*const crate::runtime::worker::Worker);
+/// The scheduler context handed to a fiber thread.
+struct Ctx(*const ());
 // SAFETY: only installed as the fiber thread's context while the worker
 // thread it belongs to waits on the baton.
 unsafe impl Send for Ctx {}
@@ -62,18 +65,19 @@ struct SendBox(Box<dyn FnOnce()>);
 unsafe impl Send for SendBox {}
 
 impl Fiber {
-    pub(crate) fn new(_pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Box<Fiber> {
+    pub(crate) fn new(pool: &mut StackPool, body: Box<dyn FnOnce()>) -> Box<Fiber> {
         let baton = Arc::new(Baton {
             turn: Mutex::new(Turn::Scheduler),
             cv: Condvar::new(),
             context: Mutex::new(Ctx(std::ptr::null())),
+            hooks: pool.0,
         });
         let b = baton.clone();
         let body = SendBox(body);
         let thread = std::thread::spawn(move || {
             let body = body;
             b.wait_while(Turn::Scheduler);
-            crate::runtime::context::set_raw(b.context.lock().unwrap().0);
+            (b.hooks.set_context)(b.context.lock().unwrap().0);
             CURRENT.with(|c| c.set(Some(Arc::as_ptr(&b))));
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body.0));
             CURRENT.with(|c| c.set(None));
@@ -92,7 +96,7 @@ impl Fiber {
     pub(crate) fn abandon(self: Box<Self>) {}
 
     pub(crate) fn resume(&mut self) -> bool {
-        *self.baton.context.lock().unwrap() = Ctx(crate::runtime::context::raw());
+        *self.baton.context.lock().unwrap() = Ctx((self.baton.hooks.context)());
         self.baton.pass(Turn::Fiber);
         let t = self.baton.wait_while(Turn::Fiber);
         if t == Turn::Done {
@@ -117,5 +121,5 @@ pub(crate) fn suspend() {
     let b = unsafe { &*b };
     b.pass(Turn::Scheduler);
     b.wait_while(Turn::Scheduler);
-    crate::runtime::context::set_raw(b.context.lock().unwrap().0);
+    (b.hooks.set_context)(b.context.lock().unwrap().0);
 }

@@ -228,7 +228,7 @@ fn make<T: Transferable>(thread: usize, capacity: usize) -> Parts<T> {
 /// # Panics
 /// Outside the runtime's threads, or if `capacity` is 0.
 pub fn channel<T: Transferable>(capacity: usize) -> (Sender<T>, Receiver<T>) {
-    channel_on(crate::worker().index, capacity)
+    channel_on(crate::runtime::context::worker().index, capacity)
 }
 
 /// As [`channel`], with the queue on thread `thread` of any process (put it
@@ -266,7 +266,7 @@ pub fn channel_on<T: Transferable>(thread: usize, capacity: usize) -> (Sender<T>
 /// # Panics
 /// As [`channel`].
 pub fn mpmc_channel<T: Transferable>(capacity: usize) -> (Sender<T>, MultiReceiver<T>) {
-    mpmc_channel_on(crate::worker().index, capacity)
+    mpmc_channel_on(crate::runtime::context::worker().index, capacity)
 }
 
 /// As [`mpmc_channel`], with the queue on thread `thread` of any process.

@@ -19,6 +19,17 @@ pub(crate) fn current() -> Option<&'static Worker> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
+/// The worker running on this thread, for calls that only make sense on one.
+///
+/// # Panics
+/// Outside the runtime's threads.
+#[track_caller]
+pub(crate) fn worker() -> &'static Worker {
+    current().expect(
+        "gossamer: this call must be made on a thread of the runtime (inside Runtime::block_on or a spawned fiber)",
+    )
+}
+
 /// Makes `w` this thread's worker until the returned guard is dropped.
 ///
 /// The guard, not a matching call, clears the context: on every way out of
@@ -44,13 +55,37 @@ impl Drop for Entered<'_> {
 }
 
 /// The raw context, for the Miri fiber fallback that runs fibers on helper
-/// threads and must carry the context over.
-#[allow(dead_code)]
-pub(crate) fn raw() -> *const Worker {
-    WORKER.with(|w| w.get())
+/// threads and must carry the context over (see `fiber::Hooks`).
+pub(crate) fn raw() -> *const () {
+    WORKER.with(|w| w.get()).cast()
 }
 
-#[allow(dead_code)]
-pub(crate) fn set_raw(v: *const Worker) {
-    WORKER.with(|w| w.set(v));
+/// Installs a context read with [`raw`] on this thread.
+pub(crate) fn set_raw(v: *const ()) {
+    WORKER.with(|w| w.set(v.cast()));
+}
+
+/// The hooks through which the channel consults this thread's worker.
+pub(crate) fn channel_hooks() -> crate::channel::hooks::Hooks {
+    crate::channel::hooks::Hooks {
+        current_fiber: || current().map(|w| w.current_fiber()),
+        enter_delegated: || current().map(|w| w.set_delegated(true)),
+        leave_delegated: |prev| {
+            if let Some(w) = current() {
+                w.set_delegated(prev);
+            }
+        },
+        report_panic: |what, p| match current() {
+            Some(w) => w.report_panic(what, p),
+            None => crate::error::drop_payload(p),
+        },
+    }
+}
+
+/// Reports a panic that escaped a fiber body of this thread's worker.
+pub(crate) fn report_fiber_panic(p: Box<dyn std::any::Any + Send>) {
+    match current() {
+        Some(w) => w.report_panic("fiber", p),
+        None => crate::error::drop_payload(p),
+    }
 }

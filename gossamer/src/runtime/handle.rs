@@ -7,7 +7,6 @@ use std::sync::Arc;
 use super::context;
 use super::join::{self, JoinHandle};
 use super::shared::Shared;
-use crate::trust::{Trust, TrusteeRef};
 
 /// A reference to a running [`Runtime`](crate::Runtime): entrust values,
 /// name trustees and start fibers from any thread, without owning the
@@ -45,7 +44,7 @@ use crate::trust::{Trust, TrusteeRef};
 /// tells.
 #[derive(Clone)]
 pub struct Handle {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -83,23 +82,8 @@ impl Handle {
         self.shared.n
     }
 
-    fn check(&self) {
+    pub(crate) fn check(&self) {
         assert!(self.is_running(), "gossamer: the runtime of this Handle has shut down");
-    }
-
-    /// Trustee `index`.
-    ///
-    /// # Panics
-    /// If there is no such worker.
-    pub fn trustee(&self, index: usize) -> TrusteeRef {
-        trustee(&self.shared, index)
-    }
-
-    /// Entrusts `value` to a trustee chosen round-robin (the dedicated ones
-    /// if there are any).
-    pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
-        self.check();
-        entrust(&self.shared, value)
     }
 
     /// Starts a fiber on a worker chosen round-robin among those that run
@@ -127,17 +111,6 @@ impl Handle {
         self.check();
         spawn_on(&self.shared, thread, f)
     }
-}
-
-pub(crate) fn trustee(s: &Shared, index: usize) -> TrusteeRef {
-    assert!(index < s.n, "gossamer: no trustee {index} (the runtime has {})", s.n);
-    TrusteeRef::new(index, s.id)
-}
-
-pub(crate) fn entrust<T: Send + 'static>(s: &Shared, value: T) -> Trust<T> {
-    let r = s.trustee_range();
-    let k = r.start + s.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
-    trustee(s, k).entrust(value)
 }
 
 pub(crate) fn spawn<F, R>(s: &Shared, f: F) -> JoinHandle<R>

@@ -1,15 +1,17 @@
 //! The runtime: worker threads, fiber placement, and orderly shutdown.
 
 mod builder;
+mod calls;
 pub(crate) mod context;
 mod fence;
 mod handle;
+mod host;
 pub(crate) mod join;
 mod observe;
 pub(crate) mod park;
 mod parker;
-mod pool;
 pub mod profile;
+pub(crate) mod property;
 pub(crate) mod shared;
 mod signal;
 pub(crate) mod stuck;
@@ -22,14 +24,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use builder::Builder;
+pub use calls::{current_thread, spawn, spawn_on, threads, yield_now};
 pub use handle::Handle;
+pub use host::host_name;
 pub use join::{JoinFuture, JoinHandle};
 pub use parker::{Parker, Unparker};
-pub use pool::ThreadPool;
 
 use crate::error::Error;
 use crate::fabric::shm::region::Region;
-use crate::trust::{Trust, TrusteeRef};
 use shared::{Config, Placement, Shared};
 use worker::Worker;
 
@@ -40,7 +42,7 @@ use worker::Worker;
 /// been answered, then stops the workers, which drop the properties still
 /// entrusted to them.
 pub struct Runtime {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     threads: Vec<thread::JoinHandle<()>>,
 }
 
@@ -192,17 +194,6 @@ impl Runtime {
     {
         assert!(thread < self.shared.n, "gossamer: no worker {thread} (the runtime has {})", self.shared.n);
         join::spawn_at(&self.shared, thread, f)
-    }
-
-    /// Trustee `index`.
-    pub fn trustee(&self, index: usize) -> TrusteeRef {
-        handle::trustee(&self.shared, index)
-    }
-
-    /// Entrusts `value` to a trustee chosen round-robin (the dedicated ones
-    /// if there are any).
-    pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
-        handle::entrust(&self.shared, value)
     }
 
     pub(crate) fn shared(&self) -> Arc<Shared> {

@@ -59,7 +59,7 @@ impl Placement {
             rank: 0,
             ranks: std::iter::once(0..workers).collect(),
             hosts: std::iter::once(0..workers).collect(),
-            host_names: vec![crate::rack::host_name()],
+            host_names: vec![super::host::host_name()],
             key: new_program_key(),
         }
     }

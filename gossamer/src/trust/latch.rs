@@ -249,8 +249,11 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         w.check_may_block();
         if !w.shared.is_local(self.trustee as usize) {
             let code = crate::channel::remote::fn_offset(f as usize);
-            let handle =
-                crate::rack::spawn_with(self.trustee as usize, far_launch_with::<T, V, U>, (self.clone(), code, v));
+            let handle = super::remote_ops::spawn_with(
+                self.trustee as usize,
+                far_launch_with::<T, V, U>,
+                (self.clone(), code, v),
+            );
             let _waiting = self.waiting(w);
             return far_result(handle.join());
         }
@@ -296,8 +299,11 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             // The request leaves now; a fiber of this thread waits for the
             // result and runs `then` with it, as the reply would here.
             let code = crate::channel::remote::fn_offset(f as usize);
-            let handle =
-                crate::rack::spawn_with(self.trustee as usize, far_launch_with::<T, V, U>, (self.clone(), code, v));
+            let handle = super::remote_ops::spawn_with(
+                self.trustee as usize,
+                far_launch_with::<T, V, U>,
+                (self.clone(), code, v),
+            );
             w.spawn_boxed(Box::new(move || match handle.join() {
                 Ok(u) => then(u),
                 Err(p) => {

@@ -2,12 +2,14 @@
 //! closures to a property owned by one trustee thread.
 
 pub(crate) mod delegable;
+mod extend;
 pub(crate) mod future;
 mod latch;
 #[cfg(all(test, not(loom)))]
 mod miri_tests;
-pub(crate) mod property;
+mod pool;
 mod pull;
+pub(crate) mod remote_ops;
 pub(crate) mod trustee;
 mod wire;
 
@@ -26,14 +28,18 @@ use crate::error::Panicked;
 use crate::fiber;
 use crate::runtime::context;
 use crate::runtime::profile;
+pub(crate) use crate::runtime::property;
+pub(crate) use crate::runtime::property::SendPtr;
 use crate::runtime::shared::Shared;
 use crate::runtime::worker::{Completion, Worker};
 
 pub use delegable::{Delegable, Transferable};
 pub use future::{block_on, ApplyFuture};
 pub use latch::{Latch, LatchGuard};
+pub use pool::ThreadPool;
 use property::PropertyCell;
-pub use trustee::{local_trustee, trustee, TrusteeRef};
+pub use remote_ops::{entrust_on, spawn_with};
+pub use trustee::{entrust, local_trustee, trustee, TrusteeRef};
 
 /// A reference-counted handle to a property entrusted to a trustee thread.
 ///
@@ -64,13 +70,6 @@ pub struct Trust<T> {
 unsafe impl<T: Send> Send for Trust<T> {}
 // SAFETY: `&Trust` allows nothing beyond sending closures, as above.
 unsafe impl<T: Send> Sync for Trust<T> {}
-
-/// A value moved across threads on the runtime's behalf.
-#[derive(Clone, Copy)]
-pub(crate) struct SendPtr<P>(pub(crate) P);
-// SAFETY: only used for pointers whose targets the runtime hands over
-// between threads under its own protocol (properties, waiting fibers).
-unsafe impl<P> Send for SendPtr<P> {}
 
 static OUTSIDE_IDS: AtomicU64 = AtomicU64::new(0);
 

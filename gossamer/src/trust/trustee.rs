@@ -91,3 +91,16 @@ pub fn trustee(index: usize) -> TrusteeRef {
     assert!(index < w.shared.n, "gossamer: no trustee {index} (the runtime has {})", w.shared.n);
     TrusteeRef::new(index, w.shared.id)
 }
+
+/// Entrusts `value` to a trustee chosen round-robin by the calling thread
+/// among this process's workers (the dedicated trustees, if the runtime has
+/// some). To place a property in another process, use
+/// [`entrust_on`](crate::entrust_on), which moves it serialized.
+///
+/// # Panics
+/// Outside the runtime's threads.
+pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
+    let w = context::worker();
+    let k = w.next_in(w.shared.trustee_range());
+    TrusteeRef::new(k, w.shared.id).entrust(value)
+}

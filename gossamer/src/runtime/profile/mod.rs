@@ -74,13 +74,6 @@ pub enum Target {
     Trustee(usize),
 }
 
-impl Target {
-    /// The property behind `t`.
-    pub fn trust<T: Send + 'static>(t: &crate::Trust<T>) -> Target {
-        Target::Property(t.profile_id())
-    }
-}
-
 /// Profiles of the trusts and trustees of a runtime, summed over its
 /// workers. Counting starts when profiling is switched on for them.
 #[derive(Clone, Debug, Default)]

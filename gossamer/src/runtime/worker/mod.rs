@@ -25,7 +25,7 @@ use std::thread;
 
 use crate::channel::remote::CODE_CACHE;
 use crate::fiber::{self, Fiber, StackPool};
-use crate::trust::property::Header;
+use crate::runtime::property::Header;
 
 use super::shared::Shared;
 
@@ -103,7 +103,13 @@ impl Drop for DelegatedGuard<'_> {
 impl Worker {
     pub(crate) fn new(index: usize, shared: Arc<Shared>) -> Worker {
         let n = shared.n;
-        let pool = StackPool::new(shared.config.stack_size, shared.config.stack_pool);
+        let hooks = fiber::Hooks {
+            report_panic: super::context::report_fiber_panic,
+            context: super::context::raw,
+            set_context: super::context::set_raw,
+        };
+        let pool = StackPool::new(shared.config.stack_size, shared.config.stack_pool, hooks);
+        crate::channel::hooks::install(super::context::channel_hooks());
         Worker {
             index,
             fibers: RefCell::new(Vec::new()),
@@ -136,6 +142,12 @@ impl Worker {
     }
 
     // ----- context -------------------------------------------------------
+
+    /// Sets whether this worker is in delegated context; returns the
+    /// previous state (for hooks that cannot hold a [`DelegatedGuard`]).
+    pub(crate) fn set_delegated(&self, on: bool) -> bool {
+        self.delegated.replace(on)
+    }
 
     #[inline]
     pub(crate) fn enter_delegated(&self) -> DelegatedGuard<'_> {
@@ -339,7 +351,7 @@ impl Worker {
     /// number of answers to wait for.
     pub(crate) fn fence(&self, h: *mut Header, round: u32) -> u32 {
         let me = self.index;
-        let h = crate::trust::SendPtr(h);
+        let h = crate::runtime::property::SendPtr(h);
         let mut sent = 0;
         for t in (0..self.shared.n).filter(|&t| t != me) {
             self.send_plain(t, move || {
@@ -349,7 +361,7 @@ impl Worker {
                         if let Some(w) = super::context::current() {
                             // SAFETY: on `h`'s trustee, which keeps it
                             // while its fence round is open.
-                            unsafe { crate::trust::property::fence_reply(w, h.0, round) }
+                            unsafe { crate::runtime::property::fence_reply(w, h.0, round) }
                         }
                     });
                 }
@@ -406,7 +418,7 @@ impl Worker {
     /// never inside a closure. True if one was dropped or waits only for
     /// the next outside round (the loop must come round again).
     fn release_doomed(&self) -> bool {
-        use crate::trust::property;
+        use crate::runtime::property;
         self.run_deferred();
         let done = self.rounds_done.get();
         let ready: Vec<*mut Header> = {
@@ -554,7 +566,8 @@ impl Worker {
                 let g = self.enter_delegated();
                 // SAFETY: registered headers are live and owned by this
                 // trustee; taken from the registry, each is dropped once.
-                let r = catch_unwind(AssertUnwindSafe(|| unsafe { crate::trust::property::drop_value_at_shutdown(h) }));
+                let r =
+                    catch_unwind(AssertUnwindSafe(|| unsafe { crate::runtime::property::drop_value_at_shutdown(h) }));
                 drop(g);
                 if let Err(p) = r {
                     self.report_panic("property drop at shutdown", p);
@@ -566,7 +579,7 @@ impl Worker {
         for h in dropped {
             // SAFETY: every value is dropped, and nothing runs any more
             // that could reach these cells.
-            unsafe { crate::trust::property::free_at_shutdown(h) };
+            unsafe { crate::runtime::property::free_at_shutdown(h) };
         }
         // What user code did above may have spawned fibers (never run) or
         // injected tasks; their drops run user destructors, so each is

@@ -6,7 +6,7 @@ use std::ptr;
 
 use crate::channel::record::{dispatch, record_words, serve_remote, take_env, Far, Responder, FALLBACK_WORDS};
 use crate::channel::slot::Word;
-use crate::trust::property::Header;
+use crate::runtime::property::Header;
 
 use super::Worker;
 

@@ -317,3 +317,10 @@ pub(crate) unsafe fn free_at_shutdown(h: *mut Header) {
     // SAFETY: per the contract.
     unsafe { ((*h).free)(h) }
 }
+
+/// A value moved across threads on the runtime's behalf.
+#[derive(Clone, Copy)]
+pub(crate) struct SendPtr<P>(pub(crate) P);
+// SAFETY: only used for pointers whose targets the runtime hands over
+// between threads under its own protocol (properties, waiting fibers).
+unsafe impl<P> Send for SendPtr<P> {}

@@ -1,8 +1,8 @@
 //! `ThreadPool`: the thesis's Table II(a) interface, a thin wrapper over
 //! [`Runtime`] with `entrust` and `spawn` from outside the runtime.
 
-use super::{JoinHandle, Runtime};
-use crate::trust::Trust;
+use super::Trust;
+use crate::runtime::{JoinHandle, Runtime};
 
 /// A pool of worker threads with `entrust` and `spawn`, as in Table II(a)
 /// of the thesis. Dropping it waits for spawned fibers to finish.
