@@ -1,10 +1,11 @@
-//! Table II(a) of the thesis: a thread pool, a `HashMap` entrusted to it,
-//! and a fiber spawned on the pool that inserts a greeting.
+//! Table II(a) of the thesis: a pool of worker threads (a gossamer
+//! `Runtime`), a `HashMap` entrusted to it, and a fiber spawned on the pool
+//! that inserts a greeting.
 
 use std::collections::HashMap;
 
-fn main() {
-    let pool = gossamer::ThreadPool::new(4);
+fn main() -> Result<(), gossamer::Error> {
+    let pool = gossamer::Runtime::builder().workers(4).build()?;
     let property: HashMap<&'static str, &'static str> = HashMap::new();
     let trust = pool.entrust(property);
     let t = trust.clone();
@@ -21,4 +22,5 @@ fn main() {
         trust.trustee().index(),
         greeting.expect("inserted")
     );
+    Ok(())
 }

@@ -53,7 +53,7 @@
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod channel;
+mod channel;
 mod error;
 #[allow(dead_code)] // the UCX fabric is being wired in
 mod fabric;
@@ -65,16 +65,20 @@ mod sync;
 mod trust;
 
 pub use error::{Error, JoinError, Panicked};
-pub use objects::{spawn_to, spawn_to_with, Barrier};
+#[allow(deprecated)]
+pub use objects::spawn_to_with;
+pub use objects::{spawn_to, Barrier};
 pub use rack::{main, topology, Topology};
 pub use runtime::profile;
 pub use runtime::{
     current_thread, spawn, spawn_on, threads, yield_now, Builder, Handle, JoinFuture, JoinHandle, Parker, Runtime,
     ShutdownReport, Stats, Unparker,
 };
+#[allow(deprecated)]
+pub use trust::ThreadPool;
 pub use trust::{
     block_on, entrust, entrust_on, local_trustee, spawn_with, trustee, ApplyFuture, Delegable, Latch, LatchGuard,
-    ThreadPool, Transferable, Trust, TrusteeRef,
+    Transferable, Trust, TrusteeRef,
 };
 
 #[cfg(feature = "nightly")]

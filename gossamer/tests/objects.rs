@@ -307,7 +307,11 @@ fn across() {
     // tests/ui/crossing_spawn_to_captures.rs); data goes as the argument.
     let far = gossamer::entrust_on(5, 1u64);
     let k = std::env::args().count() as u64;
-    let ok = gossamer::spawn_to_with(&far, |(c, k): (Trust<u64>, u64)| c.apply_with(|v, ()| *v, ()) + k, k);
+    let ok = gossamer::spawn_with(
+        far.trustee().index(),
+        |(c, k): (Trust<u64>, u64)| c.apply_with(|v, ()| *v, ()) + k,
+        (far.clone(), k),
+    );
     assert_eq!(ok.join().unwrap(), 1 + k);
     barrier_phases(10);
     // Queues on rank 2; producers and consumers everywhere.

@@ -15,6 +15,3 @@ pub(crate) mod remote_slot;
 pub(crate) mod slot;
 pub(crate) mod transfer;
 pub(crate) mod word_queue;
-
-pub use record::MAX_INLINE;
-pub use slot::{OVERFLOW_BYTES, PRIMARY_DATA_BYTES};

@@ -37,4 +37,6 @@ pub use channel::{
 };
 pub use ring::{ring, RingReader, RingWriter};
 pub use shared::Shared;
-pub use spawn_to::{spawn_to, spawn_to_with};
+pub use spawn_to::spawn_to;
+#[allow(deprecated)]
+pub use spawn_to::spawn_to_with;

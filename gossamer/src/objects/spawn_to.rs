@@ -43,6 +43,7 @@ where
 /// argument as one pair, as [`spawn_with`] passes its argument.
 ///
 /// ```
+/// # #![allow(deprecated)]
 /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
 /// let log = gossamer::trustee(1).entrust(Vec::<String>::new());
 /// let f = gossamer::spawn_to_with(&log, |(log, words): (gossamer::Trust<Vec<String>>, Vec<String>)| {
@@ -57,6 +58,10 @@ where
 ///
 /// # Panics
 /// As [`spawn_to`].
+#[deprecated(
+    since = "0.2.0",
+    note = "use gossamer::spawn_with(trust.trustee().index(), f, (trust.clone(), arg)), which is what this does"
+)]
 pub fn spawn_to_with<T, A, R>(trust: &Trust<T>, f: fn((Trust<T>, A)) -> R, arg: A) -> JoinHandle<R>
 where
     T: Send + 'static,

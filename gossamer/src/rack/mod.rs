@@ -50,6 +50,25 @@ pub enum RackError {
 
 /// Runs `gsm_main` as one program over several processes (Table II(b)).
 ///
+/// ```
+/// fn program() {
+///     // Every thread of every process: a counter on each.
+///     let counters: Vec<_> = (0..gossamer::threads()).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+///     for c in &counters {
+///         c.apply_with(|v, n| *v += n, 1);
+///     }
+///     let sum: u64 = counters.iter().map(|c| c.apply_with(|v, ()| *v, ())).sum();
+///     assert_eq!(sum, gossamer::threads() as u64);
+/// }
+///
+/// fn main() {
+///     // 4 threads in all. Started plainly, this is one process; started
+///     // with `--gossamer-processes 2` (or `GOSSAMER_PROCESSES=2`, or by
+///     // `mpirun -n 2`), two processes of this binary, two threads each.
+///     gossamer::main(program, 4);
+/// }
+/// ```
+///
 /// `threads` is the number of worker threads of the whole program, spread
 /// evenly over its processes (at least one each). The process count comes
 /// from the launcher's environment, `GOSSAMER_PROCESSES`, or the

@@ -66,7 +66,17 @@ pub struct ShutdownReport {
 }
 
 impl Runtime {
-    /// A builder with default settings.
+    /// A builder with default settings: one worker per available core;
+    /// see [`Builder`] for the rest.
+    ///
+    /// ```
+    /// let rt = gossamer::Runtime::builder().workers(2).build()?;
+    /// let counter = rt.entrust(0u64); // from outside the runtime
+    /// let c = counter.clone();
+    /// rt.block_on(move || c.apply(|v| *v += 1));
+    /// assert_eq!(rt.block_on(move || counter.apply(|v| *v)), 1);
+    /// # Ok::<(), gossamer::Error>(())
+    /// ```
     pub fn builder() -> Builder {
         Builder::default()
     }

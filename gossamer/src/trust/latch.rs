@@ -208,6 +208,23 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     /// `apply` on other trusts, take other latches, join fibers. The caller
     /// waits for the result as with `apply`.
     ///
+    /// ```
+    /// use gossamer::Latch;
+    ///
+    /// let rt = gossamer::Runtime::builder().workers(2).build()?;
+    /// rt.block_on(|| {
+    ///     let log = gossamer::trustee(1).entrust(Latch::new(Vec::<u64>::new()));
+    ///     let len = log.launch(|log| {
+    ///         // Blocking inside (a join), which `apply` would refuse.
+    ///         let answer = gossamer::spawn(|| 6 * 7).join().unwrap();
+    ///         log.push(answer);
+    ///         log.len()
+    ///     });
+    ///     assert_eq!(len, 1);
+    /// });
+    /// # Ok::<(), gossamer::Error>(())
+    /// ```
+    ///
     /// As for `apply`, `f` may capture plain values, so it runs only on a
     /// trustee in this process: where the trustee may be in another
     /// process, write [`launch_with`](Trust::launch_with), whose code is a

@@ -36,6 +36,7 @@ use crate::runtime::worker::{Completion, Worker};
 pub use delegable::{Delegable, Transferable};
 pub use future::{block_on, ApplyFuture};
 pub use latch::{Latch, LatchGuard};
+#[allow(deprecated)]
 pub use pool::ThreadPool;
 use property::PropertyCell;
 pub use remote_ops::{entrust_on, spawn_with};
@@ -358,6 +359,19 @@ impl<T: Send + 'static> Trust<T> {
     /// (§2.4.1). Only the calling fiber is suspended: the thread runs other
     /// fibers and serves its own requests meanwhile.
     ///
+    /// ```
+    /// let rt = gossamer::Runtime::builder().workers(2).build()?;
+    /// rt.block_on(|| {
+    ///     let names = gossamer::trustee(1).entrust(Vec::<u32>::new());
+    ///     let len = names.apply(|v| {
+    ///         v.push(7); // runs on thread 1, with `&mut` to the property
+    ///         v.len()
+    ///     });
+    ///     assert_eq!(len, 1);
+    /// });
+    /// # Ok::<(), gossamer::Error>(())
+    /// ```
+    ///
     /// A panic in `f` is caught on the trustee and resumed here, like
     /// joining a thread; the trustee keeps serving and the property stays
     /// as `f` left it (no poisoning).
@@ -500,6 +514,25 @@ impl<T: Send + 'static> Trust<T> {
 
     /// Runs `f` on the trustee without waiting (§2.4.2): `then` runs later
     /// on this thread with the result. Allowed in delegated context.
+    ///
+    /// ```
+    /// use std::cell::Cell;
+    /// use std::rc::Rc;
+    ///
+    /// let rt = gossamer::Runtime::builder().workers(2).build()?;
+    /// rt.block_on(|| {
+    ///     let counter = gossamer::trustee(1).entrust(0u64);
+    ///     let seen = Rc::new(Cell::new(0)); // callbacks run on this thread
+    ///     for _ in 0..10 {
+    ///         let s = seen.clone();
+    ///         counter.apply_then(|c| { *c += 1; *c }, move |n| s.set(s.get().max(n)));
+    ///     }
+    ///     // Requests from one fiber run in order: this one comes last.
+    ///     assert_eq!(counter.apply(|c| *c), 10);
+    ///     assert_eq!(seen.get(), 10);
+    /// });
+    /// # Ok::<(), gossamer::Error>(())
+    /// ```
     ///
     /// On the trustee's own thread `f` runs at once, unless a closure runs
     /// there now (this call comes from delegated context): then `f` and

@@ -1,5 +1,8 @@
 //! `ThreadPool`: the thesis's Table II(a) interface, a thin wrapper over
-//! [`Runtime`] with `entrust` and `spawn` from outside the runtime.
+//! [`Runtime`] with `entrust` and `spawn` from outside the runtime. Kept,
+//! deprecated, for programs written against it: a [`Runtime`] has the same
+//! calls.
+#![allow(deprecated)]
 
 use super::Trust;
 use crate::runtime::{JoinHandle, Runtime};
@@ -7,7 +10,12 @@ use crate::runtime::{JoinHandle, Runtime};
 /// A pool of worker threads with `entrust` and `spawn`, as in Table II(a)
 /// of the thesis. Dropping it waits for spawned fibers to finish.
 ///
+/// Deprecated: a [`Runtime`] is the same pool, with the same calls
+/// (`rt.entrust(v)`, `rt.spawn(f)`) and a builder whose errors can be
+/// handled.
+///
 /// ```
+/// # #![allow(deprecated)]
 /// use std::collections::HashMap;
 /// let pool = gossamer::ThreadPool::new(2);
 /// let trust = pool.entrust(HashMap::new());
@@ -19,6 +27,10 @@ use crate::runtime::{JoinHandle, Runtime};
 /// }).join().unwrap();
 /// assert_eq!(trust.apply(|p| p.get("Greeting").map(|g| g.to_string())), Some("Hello".to_string()));
 /// ```
+#[deprecated(
+    since = "0.2.0",
+    note = "use gossamer::Runtime: `Runtime::builder().workers(n).build()?`, then `rt.entrust(v)` and `rt.spawn(f)`"
+)]
 pub struct ThreadPool {
     rt: Runtime,
 }

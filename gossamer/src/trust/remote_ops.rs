@@ -34,6 +34,20 @@ unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const
 /// Starts `f(arg)` as a fiber on thread `thread` of any process of the
 /// program, and returns a handle to its result.
 ///
+/// ```
+/// fn program() {
+///     // Thread 1 may be in this process or another: the code is a `fn`,
+///     // the data an argument.
+///     let words = vec!["delegation".to_string(), "not locks".to_string()];
+///     let fiber = gossamer::spawn_with(1, |w: Vec<String>| w.join(", "), words);
+///     assert_eq!(fiber.join().unwrap(), "delegation, not locks");
+/// }
+///
+/// // One process here; the same program runs over several processes
+/// // when the binary is started with `--gossamer-processes 2`.
+/// gossamer::main(program, 2);
+/// ```
+///
 /// * **The code is a `fn`**: a closure that captures nothing (it coerces
 ///   to `fn(A) -> R`; one that captures is a compile error). Only code given
 ///   as a `fn` crosses processes: it travels as its offset in the binary,
@@ -128,7 +142,20 @@ unsafe fn join_shim<R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Res
 }
 
 /// Entrusts `value` to thread `thread` of any process of the program and
-/// returns the first trust to it. Within this process it is
+/// returns the first trust to it.
+///
+/// ```
+/// fn program() {
+///     let last = gossamer::threads() - 1; // in the last process
+///     let names = gossamer::entrust_on(last, vec!["first".to_string()]);
+///     // Any process may delegate to it, with code given as a `fn`.
+///     let n = names.apply_with(|v, s: String| { v.push(s); v.len() }, "second".to_string());
+///     assert_eq!(n, 2);
+/// }
+///
+/// gossamer::main(program, 2); // `--gossamer-processes 2`: two processes
+/// ```
+/// Within this process it is
 /// [`TrusteeRef::entrust`]: the value moves. To another process the value
 /// is copied: serialized here, the original dropped here right after, and
 /// the property is a copy rebuilt there by serde (dropped there, after its

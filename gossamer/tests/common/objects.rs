@@ -224,15 +224,16 @@ pub fn spawn_to_everywhere() {
         let (ran_on, trustee) = f.join().unwrap();
         assert_eq!(ran_on, trustee);
     }
-    let with = gossamer::spawn_to_with(
-        &counters[n - 1],
+    let last = &counters[n - 1];
+    let with = gossamer::spawn_with(
+        last.trustee().index(),
         |(c, add): (Trust<u64>, Vec<u64>)| {
             for a in add {
                 c.apply_with(|v, a| *v += a, a);
             }
             c.apply_with(|v, ()| *v, ())
         },
-        vec![1, 2, 3],
+        (last.clone(), vec![1, 2, 3]),
     );
     assert_eq!(with.join().unwrap(), 1006);
     for c in &counters[..n - 1] {
