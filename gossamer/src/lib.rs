@@ -9,9 +9,9 @@
 //! while it serves others.
 //!
 //! ```
-//! use gossamer::{Runtime, local_trustee, spawn};
+//! use gossamer::{local_trustee, Runtime};
 //!
-//! let rt = Runtime::builder().workers(2).build().unwrap();
+//! let rt = Runtime::builder().workers(2).build()?;
 //! rt.block_on(|| {
 //!     let ct = local_trustee().entrust(17);
 //!     let ct2 = ct.clone();
@@ -20,16 +20,46 @@
 //!     fiber.join().unwrap();
 //!     assert_eq!(ct.apply(|c| *c), 19);
 //! });
+//! # Ok::<(), gossamer::Error>(())
 //! ```
 //!
-//! The core operations (chapter 2 of the `Trust<T>` thesis):
-//! * [`Trust::apply`]: run a closure on the property and wait for its result
-//!   (only the calling fiber waits);
-//! * [`Trust::apply_then`]: run it without waiting; a callback gets the
-//!   result later, on the calling thread;
-//! * [`Trust::apply_with`]: pass a variable-size argument by value;
-//! * [`Trust::launch`] on a `Trust<Latch<T>>`: run a closure that may itself
-//!   block, in a fiber on the trustee.
+//! ## The calls, in three families
+//!
+//! One rule names them: a plain name takes a closure and reaches threads of
+//! this process; a `_with` name takes its code as a `fn` and its data as an
+//! argument, and reaches any thread of any process.
+//!
+//! | family | this process (a closure) | any process (a `fn` and an argument) |
+//! |---|---|---|
+//! | entrust a value | [`entrust`], [`trustee`]`(i).entrust(v)`, [`local_trustee`] | [`entrust_on`]`(i, v)` |
+//! | spawn a fiber | [`spawn`], [`spawn_on`]`(i, f)` | [`spawn_with`]`(i, f, arg)`, [`spawn_to`] |
+//! | apply, waiting | [`Trust::apply`] | [`Trust::apply_with`] |
+//! | apply, with a callback later | [`Trust::apply_then`] ([`Trust::try_apply_then`] sees panics) | [`Trust::apply_with_then`] |
+//! | apply, as a future | [`Trust::apply_async`] | [`Trust::apply_with_async`] |
+//! | a closure that may block, on a `Trust<Latch<T>>` | [`Trust::launch`], [`Trust::launch_then`] | [`Trust::launch_with`], [`Trust::launch_with_then`] |
+//!
+//! From outside the runtime, [`Runtime`] (or its [`Handle`]) has
+//! `entrust`, `trustee`, `spawn`, `spawn_on` and [`Runtime::block_on`].
+//!
+//! ## One program, several processes
+//!
+//! [`main`] runs a program over as many processes of the same binary as
+//! its launcher asks for (`--gossamer-processes N`, `GOSSAMER_PROCESSES`,
+//! Slurm or `mpirun`; one process when started plainly). The `_with` calls
+//! then reach every thread of every process:
+//!
+//! ```
+//! fn program() {
+//!     let last = gossamer::threads() - 1; // in the last process
+//!     let greeting = gossamer::entrust_on(last, String::from("hello"));
+//!     let len = greeting.apply_with(|s, more: String| { s.push_str(&more); s.len() }, " world".into());
+//!     assert_eq!(len, 11);
+//! }
+//!
+//! fn main() {
+//!     gossamer::main(program, 2); // 2 worker threads in all
+//! }
+//! ```
 //!
 //! Built from trusts, [`objects`] adds what whole programs need across
 //! threads and processes: data-affine [`spawn_to`], a [`Barrier`], bounded

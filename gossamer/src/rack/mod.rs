@@ -160,6 +160,7 @@ pub fn rank() -> usize {
 
 /// Address of a function of this binary, for checking that processes load
 /// it at different addresses (ASLR) while code offsets still agree.
+#[doc(hidden)]
 pub fn load_address() -> usize {
     load_address as fn() -> usize as usize
 }

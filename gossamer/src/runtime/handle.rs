@@ -16,8 +16,10 @@ use super::shared::Shared;
 /// The usual shape of a tokio program: build the gossamer runtime once in
 /// `main`, keep it alive there (dropping it shuts it down), and give each
 /// task a clone of its handle, or just the trusts it needs. Trusts work
-/// from tokio tasks through [`Trust::apply_async`] and
-/// [`Trust::apply_with_async`], whose futures never block the executor.
+/// from tokio tasks through
+/// [`Trust::apply_async`](crate::Trust::apply_async) and
+/// [`Trust::apply_with_async`](crate::Trust::apply_with_async), whose
+/// futures never block the executor.
 ///
 /// ```
 /// # fn main() {
