@@ -1,5 +1,8 @@
 //! The heap cell that holds an entrusted property, its trust-id set, and
 //! the rules that decide when the property may be reached and dropped.
+//! It belongs to the runtime because the worker loop owns these cells: it
+//! registers them, fences doomed ones and drops what is left at shutdown;
+//! `Trust<T>` (in `trust/`) builds on it.
 //!
 //! Reference counting follows §2.5.4 of the thesis: every trust has a unique
 //! id, and both clone and drop *toggle* their id in the property's id set
