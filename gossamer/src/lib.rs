@@ -78,6 +78,31 @@ pub use trust::{
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;
 
+/// The serde that [`Transferable`] is built on, re-exported so that users
+/// need no serde dependency of their own (see [`transferable`]).
+pub use serde;
+
+/// Makes a struct or enum [`Transferable`]: derives serde's `Serialize` and
+/// `Deserialize` through [`gossamer::serde`](crate::serde), so the type may
+/// be an argument, a result or a property anywhere in the program, other
+/// processes included. Every field must be transferable too.
+///
+/// ```
+/// #[gossamer::transferable]
+/// struct Stats {
+///     hits: u64,
+///     misses: u64,
+/// }
+///
+/// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+/// let counts = gossamer::entrust_on(1, Stats { hits: 0, misses: 0 });
+/// let hits = counts.apply_with(|s, ()| { s.hits += 1; s.hits }, ());
+/// let snapshot: Stats = counts.apply_with(|s, ()| Stats { hits: s.hits, misses: s.misses }, ());
+/// assert_eq!((hits, snapshot.hits, snapshot.misses), (1, 1, 0));
+/// # });
+/// ```
+pub use gossamer_macros::transferable;
+
 fn worker() -> &'static runtime::worker::Worker {
     runtime::context::current().expect(
         "gossamer: this call must be made on a thread of the runtime (inside Runtime::block_on or a spawned fiber)",
@@ -111,7 +136,7 @@ where
     let w = worker();
     assert!(thread < w.shared.n, "gossamer: no worker {thread} (the runtime has {})", w.shared.n);
     assert!(
-        w.shared.is_local(thread),
+        !w.shared.crosses(Some(w.index), thread),
         "gossamer: thread {thread} is in another process; start fibers there with gossamer::spawn_with, which \
          carries the closure's data as a serializable argument"
     );
@@ -134,7 +159,7 @@ pub fn yield_now() {
 /// Outside the runtime's threads.
 pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
     let w = worker();
-    let k = w.next_in(w.shared.trustee_range());
+    let k = w.next_in(w.shared.placement_range(Some(w.index)));
     TrusteeRef::new(k, w.shared.id).entrust(value)
 }
 

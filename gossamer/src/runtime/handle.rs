@@ -135,7 +135,7 @@ pub(crate) fn trustee(s: &Shared, index: usize) -> TrusteeRef {
 }
 
 pub(crate) fn entrust<T: Send + 'static>(s: &Shared, value: T) -> Trust<T> {
-    let r = s.trustee_range();
+    let r = s.placement_range(None);
     let k = r.start + s.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
     trustee(s, k).entrust(value)
 }
@@ -145,7 +145,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let r = s.client_workers();
+    let r = s.narrow_to_caller(None, s.client_workers());
     let k = r.start + s.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
     join::spawn_at(s, k, f)
 }
@@ -157,7 +157,7 @@ where
 {
     assert!(thread < s.n, "gossamer: no worker {thread} (the runtime has {})", s.n);
     assert!(
-        s.is_local(thread),
+        !s.crosses(None, thread),
         "gossamer: thread {thread} is in another process; start fibers there with gossamer::spawn_with"
     );
     join::spawn_at(s, thread, f)

@@ -12,6 +12,7 @@ mod pool;
 pub mod profile;
 pub(crate) mod shared;
 mod signal;
+pub(crate) mod strict;
 pub(crate) mod stuck;
 mod top_socket;
 pub(crate) mod worker;

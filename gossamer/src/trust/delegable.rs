@@ -98,6 +98,48 @@ impl<F: Send + Copy + 'static> Delegable for F {} // delegated closures capture 
 /// channel and once out. Byte buffers inside your own types go through
 /// serde, which handles a `Vec<u8>` element by element; mark such fields
 /// `#[serde(with = "serde_bytes")]` to have them copied as byte strings.
+///
+/// Your own types become transferable with
+/// [`#[gossamer::transferable]`](crate::transferable), which derives serde's
+/// traits through [`gossamer::serde`](crate::serde) (no serde dependency of
+/// your own needed); with serde in your own manifest,
+/// `#[derive(Serialize, Deserialize)]` does the same.
+///
+/// **Compile errors, and their fix.** Most failures say "`X` cannot cross
+/// between trustees". Three come in rustc's words instead, because the
+/// failing piece is nested in a type or is a lifetime, where no trait of
+/// this crate is consulted:
+/// * "the trait bound `&u64: Deserialize<'de>` is not satisfied" (or
+///   `&T: Deserialize` for any `T`) when a reference sits *inside* the
+///   type, such as `Option<&T>`: return or pass an owned value
+///   (`.cloned()`, `.copied()`, `.to_owned()`);
+/// * "implementation of `Deserialize` is not general enough" when the type
+///   holds a `&'static str` or `&'static [T]` (a `HashMap<&str, &str>`
+///   property whose `insert` returns `Option<&str>`, for one): use
+///   `String` / `Vec<T>`;
+/// * "the trait bound `S: Serialize` is not satisfied" inside a type of
+///   yours: mark `S` with `#[gossamer::transferable]`.
+///
+/// ```
+/// #[gossamer::transferable]
+/// #[derive(Debug, PartialEq)]
+/// struct Stats {
+///     hits: u64,
+///     name: String,
+/// }
+///
+/// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+/// let t = gossamer::entrust_on(1, Stats { hits: 0, name: "cache".into() });
+/// let s = t.apply_with(|s, n: u64| { s.hits += n; Stats { hits: s.hits, name: s.name.clone() } }, 3);
+/// assert_eq!(s, Stats { hits: 3, name: "cache".into() });
+/// # });
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot cross between trustees: it is not `gossamer::Transferable` (owned data that serde can copy into another process)",
+    label = "not transferable: a reference, a pointer, or a type without serde's traits",
+    note = "for a type of your own, put `#[gossamer::transferable]` above it (it derives serde's traits through `gossamer::serde`)",
+    note = "for a reference, return or pass an owned value instead (`.clone()`, `.to_owned()`, `String` for `&str`)"
+)]
 pub trait Transferable: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
 
 impl<V: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Transferable for V {}

@@ -29,11 +29,22 @@ impl TrusteeRef {
     /// # Panics
     /// If the runtime has shut down.
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
+        self.entrust_as(value, false)
+    }
+
+    /// `entrust` of a value that was already copied as into another process
+    /// (`entrust_on` under strict mode, see `runtime::strict`): allowed to
+    /// another simulated process of this one.
+    pub(crate) fn entrust_copied<T: Send + 'static>(&self, value: T) -> Trust<T> {
+        self.entrust_as(value, true)
+    }
+
+    fn entrust_as<T: Send + 'static>(&self, value: T, copied: bool) -> Trust<T> {
         let t = self.index as usize;
         match context::current() {
             Some(w) if w.shared.id == self.runtime => {
                 assert!(
-                    w.shared.is_local(t),
+                    w.shared.is_local(t) && (copied || !w.shared.crosses(Some(w.index), t)),
                     "gossamer: thread {t} is in another process; entrusting there moves the value serialized: use \
                      gossamer::entrust_on"
                 );
