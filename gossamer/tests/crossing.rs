@@ -375,3 +375,16 @@ fn values_that_cannot_cross_fail_in_the_caller_and_the_trustee_serves_on() {
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SCENARIO bad_values ok"), "{t}");
 }
+
+/// The same scenario in one process in strict mode (every worker a
+/// simulated process of its own): every value that cannot cross fails the
+/// same way, in the same place, as across three real processes.
+#[test]
+fn values_that_cannot_cross_fail_the_same_way_in_strict_mode() {
+    let mut cmd = scenario("bad_values", 1);
+    cmd.env("GOSSAMER_BULK_BYTES", "65536").env("GOSSAMER_STRICT", "1");
+    let (out, _) = run_program(cmd, Duration::from_secs(120));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO bad_values ok"), "{t}");
+}

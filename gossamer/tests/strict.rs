@@ -73,6 +73,12 @@ fn rules() {
     outcome("entrust through the far trustee", || drop(gossamer::trustee(far).entrust(step)));
     outcome("a result that cannot be serialized", || counter.apply_with(|_, ()| StaysHome, ()));
     outcome("an argument that does not decode", || counter.apply_with(|c, _: Undecodable| *c, Undecodable));
+    outcome("spawn_with an argument that does not decode", || {
+        gossamer::spawn_with(far, |_: Undecodable| 1u8, Undecodable).join().map_err(|e| e.to_string())
+    });
+    outcome("spawn_with a result that cannot be serialized", || {
+        gossamer::spawn_with(far, |()| StaysHome, ()).join().map_err(|e| e.to_string())
+    });
     outcome("a trust as an argument", || {
         let near = gossamer::local_trustee().entrust(7u64);
         gossamer::spawn_with(far, |t: gossamer::Trust<u64>| t.apply_with(|v, ()| *v + 1, ()), near).join().unwrap()
@@ -115,7 +121,7 @@ fn run(processes: usize, strict: Option<&str>) -> Vec<String> {
     assert!(out.status.success(), "the program failed:\n{all}");
     let lines: Vec<String> =
         all.lines().filter_map(|l| l.find("RULE ").map(|i| l[i..].to_string())).collect();
-    assert_eq!(lines.len(), 14, "every step reported:\n{all}");
+    assert_eq!(lines.len(), 16, "every step reported:\n{all}");
     lines
 }
 

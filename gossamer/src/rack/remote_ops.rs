@@ -61,8 +61,7 @@ where
         // Strict mode: the rules of another process, this process's memory
         // (see `runtime::strict`).
         strict::check_code(f as usize);
-        let arg = strict::copy_across(arg);
-        return crate::runtime::spawn_at_worker(w, thread, move || strict::copy_across(f(arg)));
+        return strict::spawn_copied(w, thread, f, arg);
     }
     if w.shared.is_local(thread) {
         return crate::spawn_on(thread, move || f(arg));

@@ -15,6 +15,8 @@ use std::ops::Range;
 use std::panic::resume_unwind;
 
 use super::shared::Shared;
+use super::worker::Worker;
+use super::JoinHandle;
 use crate::channel::remote;
 use crate::trust::Transferable;
 
@@ -132,6 +134,25 @@ pub(crate) fn copy_across<V: Transferable>(v: V) -> V {
         resume_unwind(p);
     }
     copy.unwrap_or_else(|m| panic!("{m}"))
+}
+
+/// `spawn_with` to another simulated process: the argument is serialized
+/// here and the original dropped here; the fiber rebuilds it, and its
+/// result goes through the same round trip. As across processes, an
+/// argument that does not rebuild, or a result that cannot be serialized,
+/// fails the join with why, not the caller.
+pub(crate) fn spawn_copied<A: Transferable, R: Transferable>(
+    w: &Worker,
+    thread: usize,
+    f: fn(A) -> R,
+    arg: A,
+) -> JoinHandle<R> {
+    let bytes = remote::with_serialized(&arg, <[u8]>::to_vec);
+    drop(arg);
+    super::spawn_at_worker(w, thread, move || {
+        let arg = remote::try_deserialize::<A>(&bytes).unwrap_or_else(|m| panic!("{m}"));
+        copy_across(f(arg))
+    })
 }
 
 /// Checks that code given as a `fn` could be named in another process (it
