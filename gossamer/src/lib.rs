@@ -48,7 +48,10 @@
 //! another process: the `_with` forms (`apply_with`, `launch_with`,
 //! `spawn_with`, ...) take their code as a `fn` and their data as an
 //! argument, copied into the other process (see [`Delegable`] and
-//! [`Transferable`]).
+//! [`Transferable`]; your own types cross once marked
+//! [`#[gossamer::transferable]`](transferable)). [`Builder::strict`] (or
+//! `GOSSAMER_STRICT=1`) makes one process enforce every one of these
+//! cross-process rules, so tests meet them before a multi-process run.
 #![cfg_attr(feature = "nightly", feature(auto_traits, negative_impls))]
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]

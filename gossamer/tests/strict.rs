@@ -63,8 +63,21 @@ fn rules() {
     let far = gossamer::topology().threads() - 1;
     let step = if std::env::args().count() > 100 { 0 } else { 5u64 };
     let counter = gossamer::entrust_on(far, 0u64);
-    outcome("apply_with to the far thread", || counter.apply_with(|c, s| { *c += s; *c }, step));
-    outcome("apply capturing a number", || counter.apply(move |c| { *c += step; *c }));
+    outcome("apply_with to the far thread", || {
+        counter.apply_with(
+            |c, s| {
+                *c += s;
+                *c
+            },
+            step,
+        )
+    });
+    outcome("apply capturing a number", || {
+        counter.apply(move |c| {
+            *c += step;
+            *c
+        })
+    });
     outcome("apply capturing nothing", || counter.apply(|c| *c));
     outcome("apply_then capturing a number", || counter.apply_then(move |c| *c += step, |_| ()));
     outcome("apply_async capturing nothing", || drop(counter.apply_async(|c| *c)));
@@ -119,8 +132,7 @@ fn run(processes: usize, strict: Option<&str>) -> Vec<String> {
     let (out, _) = run_program(cmd, Duration::from_secs(120));
     let all = text(&out);
     assert!(out.status.success(), "the program failed:\n{all}");
-    let lines: Vec<String> =
-        all.lines().filter_map(|l| l.find("RULE ").map(|i| l[i..].to_string())).collect();
+    let lines: Vec<String> = all.lines().filter_map(|l| l.find("RULE ").map(|i| l[i..].to_string())).collect();
     assert_eq!(lines.len(), 16, "every step reported:\n{all}");
     lines
 }

@@ -667,7 +667,10 @@ impl<T: Send + 'static> Trust<T> {
                 }
                 u
             }
-            Some(cw) if cw.shared.id == self.runtime && cw.shared.simulated_foreign(Some(cw.index), self.trustee as usize) => {
+            Some(cw)
+                if cw.shared.id == self.runtime
+                    && cw.shared.simulated_foreign(Some(cw.index), self.trustee as usize) =>
+            {
                 // Strict mode: the rules of another process, this
                 // process's memory (see `runtime::strict`).
                 strict::check_code(f as usize);
@@ -726,7 +729,10 @@ impl<T: Send + 'static> Trust<T> {
                 // once the request and its callback are both in place.
                 drop(w);
             }
-            Some(cw) if cw.shared.id == self.runtime && cw.shared.simulated_foreign(Some(cw.index), self.trustee as usize) => {
+            Some(cw)
+                if cw.shared.id == self.runtime
+                    && cw.shared.simulated_foreign(Some(cw.index), self.trustee as usize) =>
+            {
                 // Strict mode: the rules of another process, this
                 // process's memory (see `runtime::strict`).
                 strict::check_code(f as usize);
