@@ -66,6 +66,11 @@ impl TrusteeRef {
             }
             _ => {
                 let s = Shared::find(self.runtime).expect("gossamer: entrust on a runtime that has shut down");
+                assert!(
+                    copied || !s.crosses(None, t),
+                    "gossamer: thread {t} is in another process; entrusting there moves the value serialized: use \
+                     gossamer::entrust_on from a fiber"
+                );
                 let id = outside_id();
                 let cell = PropertyCell::new_boxed(value, id);
                 let h = SendPtr(cell as *mut property::Header);
