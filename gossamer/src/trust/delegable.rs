@@ -86,11 +86,22 @@
 /// counter.apply(move |c| *c += step);
 /// # });
 /// ```
-#[diagnostic::on_unimplemented(
-    message = "this closure cannot be delegated: it captures a value that is not plain `Copy` data; pass it as the argument of `apply_with` instead",
-    label = "captures heap data (`String`, `Vec`, `Box`), a `Trust`, a raw pointer or another non-`Copy` value",
-    note = "write `trust.apply_with(|v, (a, b)| .., (a, b))`: the code is a `fn` (a closure that captures nothing) and the data an argument, moved here and copied into another process (likewise `apply_with_then`, `launch_with`, `gossamer::spawn_with`)",
-    note = "a delegated closure runs on another thread, and its captures are copied into a request slot: they must be `Copy + Send + 'static`"
+#[cfg_attr(
+    not(feature = "nightly"),
+    diagnostic::on_unimplemented(
+        message = "this closure cannot be delegated: it captures a value that is not plain `Copy` data; pass it as the argument of `apply_with` instead",
+        label = "captures heap data (`String`, `Vec`, `Box`), a `Trust`, a raw pointer or another non-`Copy` value",
+        note = "write `trust.apply_with(|v, (a, b)| .., (a, b))`: the code is a `fn` (a closure that captures nothing) and the data an argument, moved here and copied into another process (likewise `apply_with_then`, `launch_with`, `gossamer::spawn_with`)",
+        note = "a delegated closure runs on another thread, and its captures are copied into a request slot: they must be `Copy + Send + 'static`"
+    )
+)]
+#[cfg_attr(
+    feature = "nightly",
+    diagnostic::on_unimplemented(
+        message = "this closure cannot be delegated: it captures a reference or a raw pointer; pass the data as the argument of `apply_with` instead",
+        label = "captures a reference or a raw pointer (`NoRef` is not implemented)",
+        note = "write `trust.apply_with(|v, (a, b)| .., (a, b))`: the code is a `fn` (a closure that captures nothing) and the data an argument, moved here and copied into another process"
+    )
 )]
 pub trait Delegable: Send + 'static {}
 
