@@ -13,6 +13,9 @@
 //!   capturing closure in them is a compile error (`tests/ui/crossing_*`).
 //! * Data travels as `apply_with` / `spawn_with` arguments: random plain
 //!   values arrive byte-exact.
+//! * Strict mode (`GOSSAMER_STRICT`) makes one process refuse the same
+//!   captures and values, with the same messages: the `captures` and
+//!   `bad_values` scenarios run there too.
 //!
 //! With the `nightly` feature, closures capturing references do not even
 //! compile (`NoRef`); those cases are left out there, and the rest must
@@ -131,7 +134,7 @@ fn captures() {
     assert_eq!(n, 8 + 10 + 9 + 3);
     let len =
         gossamer::spawn_with(far, |w: String| (gossamer::rack::rank(), w.len()), word.to_string()).join().unwrap();
-    assert_eq!(len, (2, 8));
+    assert_eq!(len, (gossamer::topology().rank_of(far), 8));
     println!("SCENARIO captures ok");
 }
 
@@ -211,7 +214,7 @@ fn plain_data() {
             prop_assert_eq!(&back.2, &s);
             let (rank, got) =
                 gossamer::spawn_with(far, |v: Plain| (gossamer::rack::rank(), bits(&v)), v).join().unwrap();
-            prop_assert_eq!(rank, 2);
+            prop_assert_eq!(rank, gossamer::topology().rank_of(far));
             prop_assert_eq!(got, sent);
             Ok(())
         })
@@ -351,6 +354,21 @@ fn the_reported_program_fails_in_the_caller_with_the_rule_never_by_a_signal() {
 #[test]
 fn every_capturing_closure_is_refused_across_processes_and_the_trustee_serves_on() {
     let (out, _) = run_program(scenario("captures", 3), Duration::from_secs(120));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO captures ok"), "{t}");
+    let expected = if cfg!(feature = "nightly") { 7 } else { 12 };
+    assert_eq!(t.matches("REFUSED ").count(), expected, "{t}");
+}
+
+/// The same scenario in one process in strict mode: every capture is
+/// refused in every form, with the same messages, between simulated
+/// processes.
+#[test]
+fn every_capturing_closure_is_refused_the_same_way_in_strict_mode() {
+    let mut cmd = scenario("captures", 1);
+    cmd.env("GOSSAMER_STRICT", "3");
+    let (out, _) = run_program(cmd, Duration::from_secs(120));
     let t = text(&out);
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SCENARIO captures ok"), "{t}");
