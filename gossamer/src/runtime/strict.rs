@@ -61,13 +61,26 @@ impl Shared {
     /// off). Workers are split into contiguous, near-equal groups, as a rack
     /// spreads threads over its processes.
     fn simulated(&self, t: usize) -> usize {
+        (t - self.local.start) * self.groups() / self.local.len().max(1)
+    }
+
+    /// How many simulated processes this process's workers form (1 when
+    /// strict mode is off).
+    fn groups(&self) -> usize {
         let n = self.local.len().max(1);
-        let groups = match self.config.strict.0 {
-            0 => return 0,
+        match self.config.strict.0 {
+            0 => 1,
             1 => n,
             k => k.min(n),
-        };
-        (t - self.local.start) * groups / n
+        }
+    }
+
+    /// The workers of simulated process `g`: those whose
+    /// `i * groups / n` is `g`, i.e. from `ceil(g * n / groups)` on.
+    fn simulated_range(&self, g: usize) -> Range<usize> {
+        let (n, groups) = (self.local.len().max(1), self.groups());
+        let first = |g: usize| self.local.start + (g * n).div_ceil(groups);
+        first(g)..first(g + 1)
     }
 
     /// The simulated process of the caller: its worker's, or, for a thread
@@ -111,12 +124,10 @@ impl Shared {
         if !self.config.strict.is_on() {
             return all;
         }
-        let own = self.simulated_caller(from);
-        let mine: Vec<usize> = self.local.clone().filter(|&t| self.simulated(t) == own).collect();
-        let (start, end) = (mine[0], mine[mine.len() - 1] + 1);
-        let narrowed = all.start.max(start)..all.end.min(end);
+        let own = self.simulated_range(self.simulated_caller(from));
+        let narrowed = all.start.max(own.start)..all.end.min(own.end);
         if narrowed.is_empty() {
-            start..end
+            own
         } else {
             narrowed
         }
@@ -159,4 +170,29 @@ pub(crate) fn spawn_copied<A: Transferable, R: Transferable>(
 /// is code of this binary), as the process boundary does before sending.
 pub(crate) fn check_code(addr: usize) {
     let _ = remote::fn_offset(addr);
+}
+
+#[cfg(all(test, not(loom), not(miri)))]
+mod tests {
+    /// Every worker belongs to exactly one simulated process, whose range
+    /// holds it, for every split of every size.
+    #[test]
+    fn simulated_processes_partition_the_workers() {
+        for workers in 1..9 {
+            for strict in 1..11 {
+                let rt = crate::Runtime::builder().workers(workers).strict(strict).build().unwrap();
+                let s = &rt.shared;
+                let mut seen = 0;
+                for g in 0..s.groups() {
+                    let r = s.simulated_range(g);
+                    assert!(!r.is_empty(), "{workers} workers, strict {strict}: group {g} is empty");
+                    for t in r {
+                        assert_eq!(s.simulated(t), g, "{workers} workers, strict {strict}: worker {t}");
+                        seen += 1;
+                    }
+                }
+                assert_eq!(seen, workers);
+            }
+        }
+    }
 }
