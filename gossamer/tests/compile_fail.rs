@@ -12,6 +12,7 @@
 //!   ..., or mark your own type `#[gossamer::transferable]`"; Table II(b)
 //!   of the thesis as printed (`table2b_as_printed`), whose `insert`
 //!   returns `Option<&'static str>`: rustc's "not general enough";
+//! * `#[gossamer::transferable]` given arguments (`transferable_arguments`);
 //! * data that would cross into another process as an argument or a result
 //!   but holds an address — `&'static str`, `&'static [u8]`, a `fn`
 //!   pointer, `Option<&'static T>`, a struct holding a reference, a raw

@@ -18,7 +18,7 @@ pub fn transferable(attr: TokenStream, item: TokenStream) -> TokenStream {
     if let Some(t) = attr.into_iter().next() {
         return error(
             t.span(),
-            "`#[gossamer::transferable]` takes no arguments: write `#[gossamer::transferable]` above the type",
+            "`#[gossamer::transferable]` takes no arguments: write serde's own options as `#[serde(...)]` below it",
         );
     }
     let mut out: TokenStream =
