@@ -147,6 +147,13 @@ pub(crate) fn copy_across<V: Transferable>(v: V) -> V {
     copy.unwrap_or_else(|m| panic!("{m}"))
 }
 
+/// On the trustee: the argument rebuilt from the bytes the caller sent, as
+/// the process boundary rebuilds it there (bytes that do not rebuild one
+/// are the caller's panic).
+pub(crate) fn rebuild<V: Transferable>(bytes: &[u8]) -> V {
+    remote::deserialize(bytes)
+}
+
 /// `spawn_with` to another simulated process: the argument is serialized
 /// here and the original dropped here; the fiber rebuilds it, and its
 /// result goes through the same round trip. As across processes, an
@@ -161,7 +168,7 @@ pub(crate) fn spawn_copied<A: Transferable, R: Transferable>(
     let bytes = remote::with_serialized(&arg, <[u8]>::to_vec);
     drop(arg);
     super::spawn_at_worker(w, thread, move || {
-        let arg = remote::try_deserialize::<A>(&bytes).unwrap_or_else(|m| panic!("{m}"));
+        let arg = rebuild::<A>(&bytes);
         copy_across(f(arg))
     })
 }

@@ -673,9 +673,18 @@ impl<T: Send + 'static> Trust<T> {
             {
                 // Strict mode: the rules of another process, this
                 // process's memory (see `runtime::strict`).
+                // The argument is rebuilt on the trustee, the result here,
+                // and a panic of the original's `Drop` is resumed once the
+                // answer is in, as across processes.
                 strict::check_code(f as usize);
-                let w = strict::copy_across(w);
-                self.apply_as(move |t| strict::copy_across(f(t, w)), Call::Copied)
+                let bytes = crate::channel::remote::with_serialized(&w, <[u8]>::to_vec);
+                let dropped = crate::channel::remote::drop_original(w);
+                let u = self.apply_as(move |t| strict::copy_across(f(t, strict::rebuild::<V>(&bytes))), Call::Copied);
+                if let Some(p) = dropped {
+                    drop(u);
+                    resume_unwind(p);
+                }
+                u
             }
             _ => self.apply_unchecked(move |t| f(t, w)),
         }
@@ -735,9 +744,16 @@ impl<T: Send + 'static> Trust<T> {
             {
                 // Strict mode: the rules of another process, this
                 // process's memory (see `runtime::strict`).
+                // The argument is rebuilt on the trustee, as across
+                // processes; the original ends once the request is queued.
                 strict::check_code(f as usize);
-                let w = strict::copy_across(w);
-                self.then_impl::<_, U, G, K>(move |t| strict::copy_across(f(t, w)), then, Call::Copied)
+                let bytes = crate::channel::remote::with_serialized(&w, <[u8]>::to_vec);
+                self.then_impl::<_, U, G, K>(
+                    move |t| strict::copy_across(f(t, strict::rebuild::<V>(&bytes))),
+                    then,
+                    Call::Copied,
+                );
+                drop(w);
             }
             _ => self.then_impl::<_, U, G, K>(move |t| f(t, w), then, Call::User("apply_with_then")),
         }
