@@ -1,5 +1,9 @@
 //! The capture rule for delegated closures (documented on [`Delegable`]),
-//! and the bound on what crosses the channel as an argument or a result.
+//! and the bound on what crosses the channel as an argument or a result
+//! ([`Transferable`]), with the compile errors that teach them: each trait's
+//! `on_unimplemented` text names the fix, and its blanket impl is marked
+//! `do_not_recommend` so that rustc reports the trait itself, not the
+//! unmet bound deep inside (`String: Copy`, `&u64: Deserialize<'de>`).
 
 /// Closures (and captured values) that may be delegated to a trustee.
 /// Implemented automatically.
@@ -11,9 +15,9 @@
 ///   byte into the slot, so on stable Rust it must be `Send + Copy +
 ///   'static`: a captured borrow of a local is not `'static`, a raw pointer
 ///   is not `Send`, and anything owning heap memory (`String`, `Vec`, `Box`,
-///   a `Trust`) is not `Copy`. Each fails to compile with an error pointing
-///   at the call's `F: Delegable` bound. `&'static` data and `fn` pointers pass, and are
-///   sound here: they are valid in every thread of the process.
+///   a `Trust`) is not `Copy`. Each fails to compile (see "Compile errors"
+///   below). `&'static` data and `fn` pointers pass, and are sound here:
+///   they are valid in every thread of the process.
 /// * **Into another process** only code given as a `fn` travels, as its
 ///   offset in the binary; no byte of a closure does. A generic closure
 ///   (what `apply`, `apply_then`, `try_apply_then`, `apply_async`, `launch`
