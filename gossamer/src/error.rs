@@ -2,6 +2,7 @@
 
 use std::any::Any;
 use std::fmt;
+use std::sync::Mutex;
 
 /// Errors from building or running a [`Runtime`](crate::Runtime).
 #[derive(Debug, thiserror::Error)]
@@ -57,35 +58,70 @@ pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
 /// A panic caught where it could not unwind into its caller: in a fiber
 /// (returned by [`JoinHandle::join`](crate::JoinHandle::join)) or in a
 /// delegated closure (given to [`Trust::try_apply_then`](crate::Trust::try_apply_then)).
+///
+/// A `std::error::Error` that is `Send + Sync + 'static`, so `?` carries it
+/// into `anyhow::Error` or `Box<dyn Error + Send + Sync>`. Its message is
+/// kept as text; the original payload stays available to
+/// [`into_panic`](Panicked::into_panic), to resume the panic with
+/// `std::panic::resume_unwind`.
+///
+/// ```
+/// fn run() -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+///     let rt = gossamer::Runtime::builder().workers(1).build()?;
+///     rt.block_on(|| {
+///         let fine = gossamer::spawn(|| 6 * 7).join()?;
+///         assert_eq!(fine, 42);
+///         let failed = gossamer::spawn(|| -> u64 { panic!("out of range") }).join();
+///         let err = anyhow::Error::from(failed.unwrap_err());
+///         assert_eq!(err.to_string(), "panicked: out of range");
+///         Ok(fine)
+///     })
+/// }
+/// assert_eq!(run().unwrap(), 42);
+/// ```
 pub struct Panicked {
-    payload: Box<dyn Any + Send>,
+    message: String,
+    /// Taken by `into_panic`. A payload is only `Send`; the mutex makes the
+    /// error `Sync` without looking inside it.
+    payload: Mutex<Option<Box<dyn Any + Send>>>,
 }
 
 impl Panicked {
     pub(crate) fn new(payload: Box<dyn Any + Send>) -> Self {
-        Panicked { payload }
+        Panicked { message: panic_message(&*payload), payload: Mutex::new(Some(payload)) }
     }
 
     /// The panic's message, when it was a string.
     pub fn message(&self) -> String {
-        panic_message(&*self.payload)
+        self.message.clone()
     }
 
     /// The original payload, for `std::panic::resume_unwind`.
-    pub fn into_panic(self) -> Box<dyn Any + Send> {
-        self.payload
+    pub fn into_panic(mut self) -> Box<dyn Any + Send> {
+        let payload = self.payload.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+        payload.unwrap_or_else(|| Box::new(std::mem::take(&mut self.message)))
+    }
+}
+
+impl Drop for Panicked {
+    fn drop(&mut self) {
+        // The payload is user data whose `Drop` may panic: never unwind
+        // out of an error value being dropped.
+        if let Some(p) = self.payload.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            drop_payload(p);
+        }
     }
 }
 
 impl fmt::Debug for Panicked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Panicked").field(&self.message()).finish()
+        f.debug_tuple("Panicked").field(&self.message).finish()
     }
 }
 
 impl fmt::Display for Panicked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "panicked: {}", self.message())
+        write!(f, "panicked: {}", self.message)
     }
 }
 

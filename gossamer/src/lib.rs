@@ -78,7 +78,10 @@
 //! another process: the `_with` forms (`apply_with`, `launch_with`,
 //! `spawn_with`, ...) take their code as a `fn` and their data as an
 //! argument, copied into the other process (see [`Delegable`] and
-//! [`Transferable`]).
+//! [`Transferable`]; your own types cross once marked
+//! [`#[gossamer::transferable]`](transferable)). [`Builder::strict`] (or
+//! `GOSSAMER_STRICT=1`) makes one process enforce every one of these
+//! cross-process rules, so tests meet them before a multi-process run.
 #![cfg_attr(feature = "nightly", feature(auto_traits, negative_impls))]
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -113,3 +116,29 @@ pub use trust::{
 
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;
+
+/// The serde that [`Transferable`] is built on, re-exported so that users
+/// need no serde dependency of their own (see [`transferable`]).
+pub use serde;
+
+/// Makes a struct or enum [`Transferable`]: derives serde's `Serialize` and
+/// `Deserialize` through [`gossamer::serde`](crate::serde), so the type may
+/// be an argument, a result or a property anywhere in the program, other
+/// processes included. Every field must be transferable too.
+///
+/// ```
+/// #[gossamer::transferable]
+/// struct Stats {
+///     hits: u64,
+///     misses: u64,
+/// }
+///
+/// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+/// let counts = gossamer::entrust_on(1, Stats { hits: 0, misses: 0 });
+/// let hits = counts.apply_with(|s, ()| { s.hits += 1; s.hits }, ());
+/// let snapshot: Stats = counts.apply_with(|s, ()| Stats { hits: s.hits, misses: s.misses }, ());
+/// assert_eq!((hits, snapshot.hits, snapshot.misses), (1, 1, 0));
+/// # });
+/// ```
+pub use gossamer_macros::transferable;
+

@@ -13,6 +13,9 @@
 //!   capturing closure in them is a compile error (`tests/ui/crossing_*`).
 //! * Data travels as `apply_with` / `spawn_with` arguments: random plain
 //!   values arrive byte-exact.
+//! * Strict mode (`GOSSAMER_STRICT`) makes one process refuse the same
+//!   captures and values, with the same messages: the `captures` and
+//!   `bad_values` scenarios run there too.
 //!
 //! With the `nightly` feature, closures capturing references do not even
 //! compile (`NoRef`); those cases are left out there, and the rest must
@@ -131,7 +134,7 @@ fn captures() {
     assert_eq!(n, 8 + 10 + 9 + 3);
     let len =
         gossamer::spawn_with(far, |w: String| (gossamer::rack::rank(), w.len()), word.to_string()).join().unwrap();
-    assert_eq!(len, (2, 8));
+    assert_eq!(len, (gossamer::topology().rank_of(far), 8));
     println!("SCENARIO captures ok");
 }
 
@@ -211,7 +214,7 @@ fn plain_data() {
             prop_assert_eq!(&back.2, &s);
             let (rank, got) =
                 gossamer::spawn_with(far, |v: Plain| (gossamer::rack::rank(), bits(&v)), v).join().unwrap();
-            prop_assert_eq!(rank, 2);
+            prop_assert_eq!(rank, gossamer::topology().rank_of(far));
             prop_assert_eq!(got, sent);
             Ok(())
         })
@@ -358,6 +361,21 @@ fn every_capturing_closure_is_refused_across_processes_and_the_trustee_serves_on
     assert_eq!(t.matches("REFUSED ").count(), expected, "{t}");
 }
 
+/// The same scenario in one process in strict mode: every capture is
+/// refused in every form, with the same messages, between simulated
+/// processes.
+#[test]
+fn every_capturing_closure_is_refused_the_same_way_in_strict_mode() {
+    let mut cmd = scenario("captures", 1);
+    cmd.env("GOSSAMER_STRICT", "3");
+    let (out, _) = run_program(cmd, Duration::from_secs(120));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO captures ok"), "{t}");
+    let expected = if cfg!(feature = "nightly") { 7 } else { 12 };
+    assert_eq!(t.matches("REFUSED ").count(), expected, "{t}");
+}
+
 #[test]
 fn random_plain_values_cross_processes_byte_exact() {
     let (out, _) = run_program(scenario("plain_data", 3), Duration::from_secs(180));
@@ -370,6 +388,19 @@ fn random_plain_values_cross_processes_byte_exact() {
 fn values_that_cannot_cross_fail_in_the_caller_and_the_trustee_serves_on() {
     let mut cmd = scenario("bad_values", 3);
     cmd.env("GOSSAMER_BULK_BYTES", "65536");
+    let (out, _) = run_program(cmd, Duration::from_secs(120));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO bad_values ok"), "{t}");
+}
+
+/// The same scenario in one process in strict mode (every worker a
+/// simulated process of its own): every value that cannot cross fails the
+/// same way, in the same place, as across three real processes.
+#[test]
+fn values_that_cannot_cross_fail_the_same_way_in_strict_mode() {
+    let mut cmd = scenario("bad_values", 1);
+    cmd.env("GOSSAMER_BULK_BYTES", "65536").env("GOSSAMER_STRICT", "1");
     let (out, _) = run_program(cmd, Duration::from_secs(120));
     let t = text(&out);
     assert!(out.status.success(), "{t}");

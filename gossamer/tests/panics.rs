@@ -97,3 +97,25 @@ fn a_panicking_fiber_is_reported_by_join() {
         assert_eq!(rt.block_on(|| 5), 5);
     });
 }
+
+/// What a join error must be to travel as an error: `Send + Sync +
+/// 'static` and `std::error::Error`.
+fn as_shared_error<E: std::error::Error + Send + Sync + 'static>(e: E) -> Box<dyn std::error::Error + Send + Sync> {
+    Box::new(e)
+}
+
+#[test]
+fn a_join_error_flows_into_shared_errors_and_still_resumes_its_panic() {
+    within(30, || {
+        let rt = rt(2);
+        let e = rt.spawn(|| -> u8 { std::panic::panic_any(17u32) }).join().unwrap_err();
+        let shown = as_shared_error(rt.spawn(|| -> u8 { panic!("fiber failed") }).join().unwrap_err());
+        assert_eq!(shown.to_string(), "panicked: fiber failed");
+        let via_anyhow: anyhow::Error = rt.spawn(|| -> u8 { panic!("again") }).join().unwrap_err().into();
+        assert_eq!(via_anyhow.to_string(), "panicked: again");
+        // A shared reference crosses threads; the payload stays whole.
+        std::thread::scope(|s| s.spawn(|| assert_eq!(e.message(), "<non-string panic payload>")).join().unwrap());
+        let resumed = catch_unwind(AssertUnwindSafe(|| std::panic::resume_unwind(e.into_panic()))).unwrap_err();
+        assert_eq!(resumed.downcast_ref::<u32>(), Some(&17));
+    });
+}

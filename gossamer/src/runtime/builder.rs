@@ -32,6 +32,7 @@ pub struct Builder {
     name: String,
     observe: super::profile::Options,
     trust_ids_issued: u64,
+    strict: Option<usize>,
 }
 
 impl Default for Builder {
@@ -48,6 +49,7 @@ impl Default for Builder {
             name: "gossamer".into(),
             observe: super::profile::Options::default(),
             trust_ids_issued: 0,
+            strict: None,
         }
     }
 }
@@ -152,6 +154,47 @@ impl Builder {
         self
     }
 
+    /// Strict mode: this process keeps every rule of a program of many
+    /// processes, so that what would fail on two processes fails here too
+    /// (default off; also `GOSSAMER_STRICT=N`, which this setting overrides).
+    ///
+    /// The workers are split into `processes` *simulated processes*
+    /// (contiguous groups, as a rack spreads threads over its processes);
+    /// `1` makes every worker a process of its own, `0` is off. Between
+    /// simulated processes, as between real ones:
+    /// * a generic closure (`apply`, `apply_then`, `apply_async`, `launch`,
+    ///   ...) for a trustee in another one panics in the caller with the
+    ///   message a real process boundary gives, naming the `_with` form;
+    /// * `spawn_on` and `TrusteeRef::entrust` to a thread of another one are
+    ///   refused, naming `spawn_with` and `entrust_on`;
+    /// * the `_with` forms, `spawn_with` and `entrust_on` copy their
+    ///   argument and result through the bytes another process would get
+    ///   (serialized, the original dropped, rebuilt by serde), and refuse a
+    ///   `fn` that is not code of the program's binary;
+    /// * `entrust` places properties, and threads outside the runtime
+    ///   delegate, only within the caller's own (for a thread outside the
+    ///   runtime, that of worker 0).
+    ///
+    /// Data still moves through this process's memory: strict mode checks
+    /// the rules, not the fabric.
+    ///
+    /// ```
+    /// let rt = gossamer::Runtime::builder().workers(2).strict(2).build().unwrap();
+    /// rt.block_on(|| {
+    ///     let far = gossamer::entrust_on(1, 0u64); // thread 1: the other simulated process
+    ///     let step = 5u64;
+    ///     // The `_with` form crosses: its code is a `fn`, its data an argument.
+    ///     assert_eq!(far.apply_with(|c, step| { *c += step; *c }, step), 5);
+    ///     // A capturing closure does not, here as on two processes.
+    ///     let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| far.apply(move |c| *c += step)));
+    ///     assert!(refused.is_err());
+    /// });
+    /// ```
+    pub fn strict(mut self, processes: usize) -> Self {
+        self.strict = Some(processes);
+        self
+    }
+
     /// Starts every worker as if it had already issued `n` trust ids, to
     /// test what happens near the end of the id space without issuing
     /// billions of them.
@@ -176,6 +219,7 @@ impl Builder {
             name: self.name,
             observe: self.observe.with_env(),
             trust_ids_issued: self.trust_ids_issued,
+            strict: super::strict::Strict::resolve(self.strict),
         }
     }
 

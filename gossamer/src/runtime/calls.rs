@@ -31,7 +31,7 @@ where
     let w = worker();
     assert!(thread < w.shared.n, "gossamer: no worker {thread} (the runtime has {})", w.shared.n);
     assert!(
-        w.shared.is_local(thread),
+        !w.shared.crosses(Some(w.index), thread),
         "gossamer: thread {thread} is in another process; start fibers there with gossamer::spawn_with, which \
          carries the closure's data as a serializable argument"
     );

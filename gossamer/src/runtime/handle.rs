@@ -120,7 +120,7 @@ where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,
 {
-    let r = s.client_workers();
+    let r = s.narrow_to_caller(None, s.client_workers());
     let k = r.start + s.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
     join::spawn_at(s, k, f)
 }
@@ -132,7 +132,7 @@ where
 {
     assert!(thread < s.n, "gossamer: no worker {thread} (the runtime has {})", s.n);
     assert!(
-        s.is_local(thread),
+        !s.crosses(None, thread),
         "gossamer: thread {thread} is in another process; start fibers there with gossamer::spawn_with"
     );
     join::spawn_at(s, thread, f)

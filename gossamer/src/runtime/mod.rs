@@ -14,6 +14,7 @@ pub mod profile;
 pub(crate) mod property;
 pub(crate) mod shared;
 mod signal;
+pub(crate) mod strict;
 pub(crate) mod stuck;
 mod top_socket;
 pub(crate) mod worker;

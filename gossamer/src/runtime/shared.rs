@@ -35,6 +35,8 @@ pub(crate) struct Config {
     pub(crate) observe: super::profile::Options,
     /// Trust ids each worker counts as already issued (tests only).
     pub(crate) trust_ids_issued: u64,
+    /// Simulated processes (see `strict`).
+    pub(crate) strict: super::strict::Strict,
 }
 
 /// Where this process's workers sit among all threads of the program.

@@ -1,5 +1,9 @@
 //! The capture rule for delegated closures (documented on [`Delegable`]),
-//! and the bound on what crosses the channel as an argument or a result.
+//! and the bound on what crosses the channel as an argument or a result
+//! ([`Transferable`]), with the compile errors that teach them: each trait's
+//! `on_unimplemented` text names the fix, and its blanket impl is marked
+//! `do_not_recommend` so that rustc reports the trait itself, not the
+//! unmet bound deep inside (`String: Copy`, `&u64: Deserialize<'de>`).
 
 /// Closures (and captured values) that may be delegated to a trustee.
 /// Implemented automatically.
@@ -11,9 +15,9 @@
 ///   byte into the slot, so on stable Rust it must be `Send + Copy +
 ///   'static`: a captured borrow of a local is not `'static`, a raw pointer
 ///   is not `Send`, and anything owning heap memory (`String`, `Vec`, `Box`,
-///   a `Trust`) is not `Copy`. Each fails to compile with an error pointing
-///   at the call's `F: Delegable` bound. `&'static` data and `fn` pointers pass, and are
-///   sound here: they are valid in every thread of the process.
+///   a `Trust`) is not `Copy`. Each fails to compile (see "Compile errors"
+///   below). `&'static` data and `fn` pointers pass, and are sound here:
+///   they are valid in every thread of the process.
 /// * **Into another process** only code given as a `fn` travels, as its
 ///   offset in the binary; no byte of a closure does. A generic closure
 ///   (what `apply`, `apply_then`, `try_apply_then`, `apply_async`, `launch`
@@ -55,6 +59,23 @@
 /// them), so the process boundary keeps the same rule under `nightly`: only
 /// a `fn` crosses. Everything either rule accepts is sound.
 ///
+/// **Compile errors, and their fix.** A closure that captures heap data,
+/// a trust, a raw pointer or another non-`Copy` value fails with "this
+/// closure cannot be delegated: ...; pass it as the argument of
+/// `apply_with` instead". Two cases come in rustc's words, because what
+/// fails there is a lifetime or a coercion, which no trait of this crate
+/// can be asked about:
+/// * "`x` does not live long enough ... argument requires that `x` is
+///   borrowed for `'static`" (or "closure may outlive the current
+///   function"): the closure captures a borrow of a local. The note under
+///   it points at the call's `F: Delegable` bound; pass the data (cloned if
+///   need be) through `apply_with`.
+/// * "mismatched types: expected fn pointer, found closure ... closures can
+///   only be coerced to `fn` types if they do not capture any variables",
+///   from `apply_with`, `launch_with`, `spawn_with` or `spawn_to`: their
+///   code is a `fn` and may capture nothing; move the captured value into
+///   the argument: `spawn_with(t, |(n, step)| n + step, (n, step))`.
+///
 /// ```
 /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
 /// // Works wherever the trustee is: the code is a `fn` (a closure that
@@ -69,14 +90,30 @@
 /// counter.apply(move |c| *c += step);
 /// # });
 /// ```
-#[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be delegated to a trustee: it captures a reference, a raw pointer or other data that cannot leave this thread",
-    label = "captures a reference or raw pointer",
-    note = "delegated closures must own their captures; pass borrowed or heap data by value through `apply_with` (whose code is a `fn`: the form that also crosses processes)"
+#[cfg_attr(
+    not(feature = "nightly"),
+    diagnostic::on_unimplemented(
+        message = "this closure cannot be delegated: it captures a value that is not plain `Copy` data; pass it as the argument of `apply_with` instead",
+        label = "captures heap data (`String`, `Vec`, `Box`), a `Trust`, a raw pointer or another non-`Copy` value",
+        note = "write `trust.apply_with(|v, (a, b)| .., (a, b))`: the code is a `fn` (a closure that captures nothing) and the data an argument, moved here and copied into another process (likewise `apply_with_then`, `launch_with`, `gossamer::spawn_with`)",
+        note = "a delegated closure runs on another thread, and its captures are copied into a request slot: they must be `Copy + Send + 'static`"
+    )
+)]
+#[cfg_attr(
+    feature = "nightly",
+    diagnostic::on_unimplemented(
+        message = "this closure cannot be delegated: it captures a reference or a raw pointer; pass the data as the argument of `apply_with` instead",
+        label = "captures a reference or a raw pointer (`NoRef` is not implemented)",
+        note = "write `trust.apply_with(|v, (a, b)| .., (a, b))`: the code is a `fn` (a closure that captures nothing) and the data an argument, moved here and copied into another process"
+    )
 )]
 pub trait Delegable: Send + 'static {}
 
+// Not recommended: an unmet bound of this impl is reported as the closure
+// failing `Delegable` (whose message names the fix), not as rustc's "`String:
+// Copy` is not satisfied in {closure}".
 #[cfg(not(feature = "nightly"))]
+#[diagnostic::do_not_recommend]
 impl<F: Send + Copy + 'static> Delegable for F {} // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
 
 /// Values that cross the channel as arguments (`apply_with`, `launch_with`,
@@ -98,8 +135,52 @@ impl<F: Send + Copy + 'static> Delegable for F {} // delegated closures capture 
 /// channel and once out. Byte buffers inside your own types go through
 /// serde, which handles a `Vec<u8>` element by element; mark such fields
 /// `#[serde(with = "serde_bytes")]` to have them copied as byte strings.
+///
+/// Your own types become transferable with
+/// [`#[gossamer::transferable]`](crate::transferable), which derives serde's
+/// traits through [`gossamer::serde`](crate::serde) (no serde dependency of
+/// your own needed); with serde in your own manifest,
+/// `#[derive(Serialize, Deserialize)]` does the same.
+///
+/// **Compile errors, and their fix.** A value that is not transferable
+/// fails with "`X` cannot cross between trustees: send owned data ..., or
+/// mark your own type `#[gossamer::transferable]`". Two cases come in
+/// rustc's words instead, because what fails there is a lifetime, which no
+/// trait of this crate can be asked about:
+/// * "implementation of `Deserialize` is not general enough" means the type
+///   holds a `&'static str`, a `&'static [T]` or another `'static`
+///   reference (a `HashMap<&str, &str>` property, whose `insert` returns
+///   `Option<&str>`, for one): use `String` / `Vec<T>` / an owned value;
+/// * "the trait bound `S: Serialize` is not satisfied" inside the
+///   expansion of `#[gossamer::transferable]` means a field's type `S` is
+///   not transferable: mark `S` too, or make the field owned data.
+///
+/// ```
+/// #[gossamer::transferable]
+/// #[derive(Debug, PartialEq)]
+/// struct Stats {
+///     hits: u64,
+///     name: String,
+/// }
+///
+/// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+/// let t = gossamer::entrust_on(1, Stats { hits: 0, name: "cache".into() });
+/// let s = t.apply_with(|s, n: u64| { s.hits += n; Stats { hits: s.hits, name: s.name.clone() } }, 3);
+/// assert_eq!(s, Stats { hits: 3, name: "cache".into() });
+/// # });
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot cross between trustees: send owned data (`String` for `&str`, a clone of a borrow), or mark your own type `#[gossamer::transferable]`",
+    label = "not `gossamer::Transferable`: a reference, a pointer, or a type without serde's traits",
+    note = "for a type of your own, put `#[gossamer::transferable]` above it (it derives serde's traits through `gossamer::serde`)",
+    note = "for a reference, return or pass an owned value instead (`.clone()`, `.to_owned()`, `String` for `&str`)"
+)]
 pub trait Transferable: serde::Serialize + serde::de::DeserializeOwned + Send + 'static {}
 
+// Not recommended: an unmet bound is reported as the whole type failing
+// `Transferable` (whose message names the fix), not as rustc's
+// "`&u64: Deserialize<'de>` is not satisfied" deep inside it.
+#[diagnostic::do_not_recommend]
 impl<V: serde::Serialize + serde::de::DeserializeOwned + Send + 'static> Transferable for V {}
 
 #[cfg(feature = "nightly")]
@@ -109,4 +190,5 @@ mod no_ref;
 pub use no_ref::NoRef;
 
 #[cfg(feature = "nightly")]
+#[diagnostic::do_not_recommend]
 impl<F: Send + 'static + NoRef> Delegable for F {} // delegated closures capture plain values only: pass references and heap data through `apply_with`

@@ -57,7 +57,7 @@ fn trustee(s: &Shared, index: usize) -> TrusteeRef {
 }
 
 fn entrust<T: Send + 'static>(s: &Shared, value: T) -> Trust<T> {
-    let r = s.trustee_range();
+    let r = s.placement_range(None);
     let k = r.start + s.outside_rr.fetch_add(1, Ordering::Relaxed) as usize % r.len();
     trustee(s, k).entrust(value)
 }

@@ -239,7 +239,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
-        if !w.shared.is_local(self.trustee as usize) {
+        if w.shared.crosses(Some(w.index), self.trustee as usize) {
             crate::channel::remote::refuse_closure::<F>("launch", self.trustee as usize);
         }
         let wait = Waiter::<U>::new(w.current_fiber());
@@ -264,7 +264,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let w = context::current().expect("gossamer: launch must be called from a fiber of the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         w.check_may_block();
-        if !w.shared.is_local(self.trustee as usize) {
+        if w.shared.crosses(Some(w.index), self.trustee as usize) {
             let code = crate::channel::remote::fn_offset(f as usize);
             let handle = super::remote_ops::spawn_with(
                 self.trustee as usize,
@@ -293,7 +293,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     {
         let w = context::current().expect("gossamer: launch_then must be called from the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
-        if !w.shared.is_local(self.trustee as usize) {
+        if w.shared.crosses(Some(w.index), self.trustee as usize) {
             crate::channel::remote::refuse_closure::<F>("launch_then", self.trustee as usize);
         }
         let target: *const () = Box::into_raw(Box::new(then)).cast_const().cast();
@@ -312,7 +312,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
     {
         let w = context::current().expect("gossamer: launch_with_then must be called from the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
-        if !w.shared.is_local(self.trustee as usize) {
+        if w.shared.crosses(Some(w.index), self.trustee as usize) {
             // The request leaves now; a fiber of this thread waits for the
             // result and runs `then` with it, as the reply would here.
             let code = crate::channel::remote::fn_offset(f as usize);

@@ -31,7 +31,8 @@ use crate::runtime::profile;
 pub(crate) use crate::runtime::property;
 pub(crate) use crate::runtime::property::SendPtr;
 use crate::runtime::shared::Shared;
-use crate::runtime::worker::{Completion, Worker};
+use crate::runtime::strict;
+use crate::runtime::worker::{Call, Completion, Worker};
 
 pub use delegable::{Delegable, Transferable};
 pub use future::{block_on, ApplyFuture};
@@ -404,6 +405,15 @@ impl<T: Send + 'static> Trust<T> {
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
+        self.apply_as(f, Call::User("apply"))
+    }
+
+    #[inline]
+    fn apply_as<F, U>(&self, f: F, call: Call) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+    {
         match self.ctx() {
             Ctx::Worker(w) => {
                 w.check_may_block();
@@ -431,11 +441,11 @@ impl<T: Send + 'static> Trust<T> {
                     return u;
                 }
                 if profile::active() {
-                    return self.apply_observed(w, f);
+                    return self.apply_observed(w, f, call);
                 }
                 let wait = Waiter::new(w.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
-                w.enqueue(self.trustee as usize, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, "apply");
+                w.enqueue(self.trustee as usize, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, call);
                 wait.wait_transfer()
             }
             Ctx::Outside(s) => self.apply_outside(&s, f),
@@ -446,7 +456,7 @@ impl<T: Send + 'static> Trust<T> {
     /// are on somewhere in the process: the same, counted and timed.
     #[cold]
     #[inline(never)]
-    fn apply_observed<F, U>(&self, w: &'static Worker, f: F) -> U
+    fn apply_observed<F, U>(&self, w: &'static Worker, f: F, call: Call) -> U
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
@@ -460,7 +470,7 @@ impl<T: Send + 'static> Trust<T> {
         }
         let wait = Waiter::new(w.current_fiber());
         let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
-        w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, "apply");
+        w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, call);
         let waiting = crate::runtime::stuck::Waiting::begin_at(w, profile::WaitOn::Apply(t), ty, key, start);
         let u = wait.wait_transfer();
         drop(waiting);
@@ -485,7 +495,7 @@ impl<T: Send + 'static> Trust<T> {
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         assert!(
-            s.is_local(self.trustee as usize),
+            !s.crosses(None, self.trustee as usize),
             "gossamer: a thread outside the runtime cannot delegate to a trustee in another process; spawn a fiber"
         );
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -556,7 +566,7 @@ impl<T: Send + 'static> Trust<T> {
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(U) + 'static,
     {
-        self.then_impl::<F, U, G, PlainThen>(f, then)
+        self.then_impl::<F, U, G, PlainThen>(f, then, Call::User("apply_then"))
     }
 
     /// Like [`apply_then`](Trust::apply_then), but `then` always runs, with
@@ -568,11 +578,11 @@ impl<T: Send + 'static> Trust<T> {
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: FnOnce(Result<U, Panicked>) + 'static,
     {
-        self.then_impl::<F, U, G, TryThen>(f, then)
+        self.then_impl::<F, U, G, TryThen>(f, then, Call::User("try_apply_then"))
     }
 
     #[inline]
-    fn then_impl<F, U, G, K>(&self, f: F, then: G)
+    fn then_impl<F, U, G, K>(&self, f: F, then: G, call: Call)
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
@@ -606,7 +616,7 @@ impl<T: Send + 'static> Trust<T> {
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
                 // Queued first: a request refused at the process boundary
                 // leaves no callback behind.
-                w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, "apply_then");
+                w.enqueue(t, property_shim::<T, F, U>, self.cell.as_ptr().cast(), f, c, call);
                 w.store_then(t, then);
             }
             Ctx::Outside(s) => {
@@ -689,6 +699,25 @@ impl<T: Send + 'static> Trust<T> {
                 }
                 u
             }
+            Some(cw)
+                if cw.shared.id == self.runtime
+                    && cw.shared.simulated_foreign(Some(cw.index), self.trustee as usize) =>
+            {
+                // Strict mode: the rules of another process, this
+                // process's memory (see `runtime::strict`).
+                // The argument is rebuilt on the trustee, the result here,
+                // and a panic of the original's `Drop` is resumed once the
+                // answer is in, as across processes.
+                strict::check_code(f as usize);
+                let bytes = crate::channel::remote::with_serialized(&w, <[u8]>::to_vec);
+                let dropped = crate::channel::remote::drop_original(w);
+                let u = self.apply_as(move |t| strict::copy_across(f(t, strict::rebuild::<V>(&bytes))), Call::Copied);
+                if let Some(p) = dropped {
+                    drop(u);
+                    resume_unwind(p);
+                }
+                u
+            }
             _ => self.apply_unchecked(move |t| f(t, w)),
         }
     }
@@ -741,7 +770,24 @@ impl<T: Send + 'static> Trust<T> {
                 // once the request and its callback are both in place.
                 drop(w);
             }
-            _ => self.then_impl::<_, U, G, K>(move |t| f(t, w), then),
+            Some(cw)
+                if cw.shared.id == self.runtime
+                    && cw.shared.simulated_foreign(Some(cw.index), self.trustee as usize) =>
+            {
+                // Strict mode: the rules of another process, this
+                // process's memory (see `runtime::strict`).
+                // The argument is rebuilt on the trustee, as across
+                // processes; the original ends once the request is queued.
+                strict::check_code(f as usize);
+                let bytes = crate::channel::remote::with_serialized(&w, <[u8]>::to_vec);
+                self.then_impl::<_, U, G, K>(
+                    move |t| strict::copy_across(f(t, strict::rebuild::<V>(&bytes))),
+                    then,
+                    Call::Copied,
+                );
+                drop(w);
+            }
+            _ => self.then_impl::<_, U, G, K>(move |t| f(t, w), then, Call::User("apply_with_then")),
         }
     }
 
@@ -857,7 +903,7 @@ impl<T: Send + 'static> Trust<T> {
         let t = self.trustee as usize;
         Shared::with_outside(self.runtime, |s| {
             assert!(
-                s.is_local(t),
+                !s.crosses(None, t),
                 "gossamer: a thread outside the runtime cannot delegate to a trustee in another process; spawn a \
                  fiber (Handle::spawn) and delegate from there"
             );

@@ -10,6 +10,7 @@ use crate::channel::record::{tail_bytes, take_value, value_words, Responder};
 use crate::channel::remote::{try_deserialize, try_with_serialized, with_serialized};
 use crate::channel::slot::Word;
 use crate::runtime::context;
+use crate::runtime::strict;
 use crate::runtime::worker::{Completion, Worker};
 use crate::runtime::JoinHandle;
 use crate::trust::property::{self, PropertyCell};
@@ -70,6 +71,12 @@ where
 {
     let w = worker();
     assert!(thread < w.shared.n, "gossamer: no thread {thread} (the program has {})", w.shared.n);
+    if w.shared.simulated_foreign(Some(w.index), thread) {
+        // Strict mode: the rules of another process, this process's memory
+        // (see `runtime::strict`).
+        strict::check_code(f as usize);
+        return strict::spawn_copied(w, thread, f, arg);
+    }
     if w.shared.is_local(thread) {
         return crate::spawn_on(thread, move || f(arg));
     }
@@ -171,6 +178,11 @@ unsafe fn join_shim<R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Res
 pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
     let w = worker();
     assert!(thread < w.shared.n, "gossamer: no thread {thread} (the program has {})", w.shared.n);
+    if w.shared.simulated_foreign(Some(w.index), thread) {
+        // Strict mode: copied, and waited for, as into another process.
+        w.check_may_block();
+        return TrusteeRef::new(thread, w.shared.id).entrust_copied(strict::copy_across(value));
+    }
     if w.shared.is_local(thread) {
         return TrusteeRef::new(thread, w.shared.id).entrust(value);
     }

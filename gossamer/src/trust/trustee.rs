@@ -29,11 +29,22 @@ impl TrusteeRef {
     /// # Panics
     /// If the runtime has shut down.
     pub fn entrust<T: Send + 'static>(&self, value: T) -> Trust<T> {
+        self.entrust_as(value, false)
+    }
+
+    /// `entrust` of a value that was already copied as into another process
+    /// (`entrust_on` under strict mode, see `runtime::strict`): allowed to
+    /// another simulated process of this one.
+    pub(crate) fn entrust_copied<T: Send + 'static>(&self, value: T) -> Trust<T> {
+        self.entrust_as(value, true)
+    }
+
+    fn entrust_as<T: Send + 'static>(&self, value: T, copied: bool) -> Trust<T> {
         let t = self.index as usize;
         match context::current() {
             Some(w) if w.shared.id == self.runtime => {
                 assert!(
-                    w.shared.is_local(t),
+                    w.shared.is_local(t) && (copied || !w.shared.crosses(Some(w.index), t)),
                     "gossamer: thread {t} is in another process; entrusting there moves the value serialized: use \
                      gossamer::entrust_on"
                 );
@@ -55,6 +66,11 @@ impl TrusteeRef {
             }
             _ => {
                 let s = Shared::find(self.runtime).expect("gossamer: entrust on a runtime that has shut down");
+                assert!(
+                    copied || !s.crosses(None, t),
+                    "gossamer: thread {t} is in another process; entrusting there moves the value serialized: use \
+                     gossamer::entrust_on from a fiber"
+                );
                 let id = outside_id();
                 let cell = PropertyCell::new_boxed(value, id);
                 let h = SendPtr(cell as *mut property::Header);
@@ -101,6 +117,6 @@ pub fn trustee(index: usize) -> TrusteeRef {
 /// Outside the runtime's threads.
 pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
     let w = context::worker();
-    let k = w.next_in(w.shared.trustee_range());
+    let k = w.next_in(w.shared.placement_range(Some(w.index)));
     TrusteeRef::new(k, w.shared.id).entrust(value)
 }

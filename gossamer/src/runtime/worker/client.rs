@@ -142,19 +142,34 @@ unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const
     }
 }
 
+/// Who made a request that carries a closure (see `Worker::enqueue`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Call {
+    /// A user's generic closure, given to the named call.
+    User(&'static str),
+    /// A `_with` form's closure to another simulated process, under strict
+    /// mode: its code is a `fn`, its data already copied.
+    Copied,
+}
+
 impl Worker {
     // ----- client side ---------------------------------------------------
 
     /// Queues a request carrying a user's closure `f` for trustee `t`; `c`
     /// runs when its response arrives. A generic closure never crosses
     /// processes (see `remote::refuse_closure`): to a trustee in another
-    /// process this panics in the caller, naming `call` and the `fn` form,
-    /// before anything is queued.
+    /// process (or another simulated one, see `runtime::strict`) this panics
+    /// in the caller, naming the call and the `fn` form, before anything is
+    /// queued. `Call::Copied` is a `_with` form's own closure under strict
+    /// mode, whose argument and result were already copied as across
+    /// processes.
     #[inline]
-    pub(crate) fn enqueue<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion, call: &'static str) {
+    pub(crate) fn enqueue<F>(&self, t: usize, shim: Shim, prop: *mut u8, f: F, c: Completion, call: Call) {
         debug_assert_ne!(t, self.index, "requests to oneself take the local shortcut");
-        if !self.shared.is_local(t) {
-            remote::refuse_closure::<F>(call, t);
+        match call {
+            Call::User(name) if self.shared.crosses(Some(self.index), t) => remote::refuse_closure::<F>(name, t),
+            Call::Copied => assert!(self.shared.is_local(t), "gossamer: a copied request left the process"),
+            _ => {}
         }
         self.enqueue_local(t, shim, prop, f, c)
     }

@@ -29,7 +29,7 @@ use crate::runtime::property::Header;
 
 use super::shared::Shared;
 
-pub(crate) use client::{Completion, Lane};
+pub(crate) use client::{Call, Completion, Lane};
 use idle::Idle;
 
 /// The message of the panic raised by a blocking call where none may block.
