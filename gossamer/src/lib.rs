@@ -141,4 +141,3 @@ pub use serde;
 /// # });
 /// ```
 pub use gossamer_macros::transferable;
-

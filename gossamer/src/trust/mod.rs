@@ -10,6 +10,7 @@ mod miri_tests;
 mod pool;
 mod pull;
 pub(crate) mod remote_ops;
+mod strict_copy;
 pub(crate) mod trustee;
 mod wire;
 
@@ -22,6 +23,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
 
+use self::strict_copy as strict;
 use crate::channel::record::{take_value, Responder};
 use crate::channel::slot::Word;
 use crate::error::Panicked;
@@ -31,7 +33,6 @@ use crate::runtime::profile;
 pub(crate) use crate::runtime::property;
 pub(crate) use crate::runtime::property::SendPtr;
 use crate::runtime::shared::Shared;
-use crate::runtime::strict;
 use crate::runtime::worker::{Call, Completion, Worker};
 
 pub use delegable::{Delegable, Transferable};

@@ -6,11 +6,11 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
+use super::strict_copy as strict;
 use crate::channel::record::{tail_bytes, take_value, value_words, Responder};
 use crate::channel::remote::{try_deserialize, try_with_serialized, with_serialized};
 use crate::channel::slot::Word;
 use crate::runtime::context;
-use crate::runtime::strict;
 use crate::runtime::worker::{Completion, Worker};
 use crate::runtime::JoinHandle;
 use crate::trust::property::{self, PropertyCell};
