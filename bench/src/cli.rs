@@ -68,6 +68,11 @@ pub struct Common {
 /// The benchmarks.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
+    /// The case in under 30 seconds: one hot counter, many counters and a
+    /// shared map, with Trust<T> beside `std::sync::Mutex` and
+    /// `parking_lot::Mutex`, at threads = cores and at 4 threads per core;
+    /// a table with ratios and a verdict per row.
+    Demo,
     /// Fetch-and-add throughput against the number of objects (thesis §2.6.1).
     Faa(FaaArgs),
     /// Latency (mean, p50, p99, p99.9) against offered load (thesis §2.6.2).
