@@ -67,9 +67,10 @@ pub fn run(s: &Settings) -> Result<()> {
         (0..rows.len() as u64).collect(),
     );
     println!(
-        "demo: {} ms per measurement, median of {} repetitions; {} cores, so {} threads fit and {} oversubscribe",
+        "demo: {} ms per measurement, {} repetition{}; {} cores, so {} threads fit and {} oversubscribe",
         s.duration.as_millis(),
         s.repeat,
+        if s.repeat == 1 { "" } else { "s" },
         cores,
         rows[0].threads,
         rows[1].threads
@@ -107,7 +108,7 @@ pub fn run(s: &Settings) -> Result<()> {
     let table = render(&rows, &sweep, &names);
     println!("\n{table}");
     println!(
-        "Mops/s = million operations per second, median over repetitions; Trust/best = median over repetitions of\n\
+        "Figures: million operations per second, median over repetitions; Trust/best: median over repetitions of\n\
          Trust<T> over the faster lock of the same repetition. Trust<T> rows use apply_then with {} requests in\n\
          flight per thread; the locks run one OS thread per thread; the maps are 512 lock shards against one\n\
          HashMap per trustee.\n\
@@ -123,13 +124,13 @@ pub fn run(s: &Settings) -> Result<()> {
 /// The table: one line per row.
 fn render(rows: &[Row], sweep: &Sweep, names: &[&str; 3]) -> String {
     let mut t = Table::new(
-        ["workload", "threads", "Trust form", "Trust<T>", names[1], names[2], "Trust/best", "verdict on this machine"]
+        ["workload", "threads", "Trust form", names[0], names[1], names[2], "Trust/best", "verdict on this machine"]
             .map(String::from)
             .to_vec(),
     )
     .left(&[0, 2, 7]);
     for (ri, row) in rows.iter().enumerate() {
-        let m = |ci| sweep.median(ri, ci).map_or("-".into(), |v| format!("{} Mops/s", fmt3(v)));
+        let m = |ci| sweep.median(ri, ci).map_or("-".into(), fmt3);
         let ratio = sweep.ratio(ri, 0);
         t.row(vec![
             row.workload.name(),

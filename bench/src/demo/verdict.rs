@@ -39,39 +39,29 @@ pub fn verdict(row: &Row, ratio: f64) -> String {
     };
     let why = match (row.workload, row.oversubscribed, outcome) {
         (Workload::Hot, false, Outcome::Wins) => {
-            "every thread contends for one lock whose line bounces between cores; the trustee keeps it in one cache"
+            "one lock line bounces between cores; the trustee keeps the counter in its cache"
         }
-        (Workload::Hot, false, _) => {
-            "few threads contend, so the lock's line bounces little; delegation pays its messages"
-        }
+        (Workload::Hot, false, _) => "with so few threads the lock is barely contended; delegation pays a message each",
         (Workload::Hot, true, Outcome::Wins) => {
-            "a lock holder that loses its core stalls every waiter; a trustee never holds anything across a switch"
+            "preempted lock holders stall every waiter; a trustee holds nothing across a switch"
         }
-        (Workload::Hot, true, _) => {
-            "busy-polling workers take turns on the cores, and a request waits for its trustee's turn"
-        }
+        (Workload::Hot, true, _) => "more threads than cores: requests wait for their trustee's turn on a core",
         (Workload::Many, false, Outcome::Wins) => {
-            "counters stay in their trustee's cache instead of moving to each thread that locks them"
+            "counters stay in their trustee's cache instead of moving to each locking thread"
         }
         (Workload::Many, false, _) => {
-            "objects outnumber threads: locks rarely collide and cost one uncontended atomic, delegation a message"
+            "objects outnumber threads: locks rarely collide, a message costs more than an atomic"
         }
         (Workload::Many, true, Outcome::Wins) => {
-            "uncontended locks still pay for threads preempted while holding one; requests ride in batches"
+            "requests ride in batches while preempted lock holders stall their counters"
         }
-        (Workload::Many, true, _) => {
-            "objects outnumber threads, locks rarely collide, and polling workers share the cores with each other"
-        }
-        (Workload::Map, false, Outcome::Wins) => {
-            "each trustee keeps its part of the table in its own cache; a locked map drags entries between cores"
-        }
-        (Workload::Map, false, _) => {
-            "512 lock shards rarely collide and the table is shared read-mostly; delegation pays a message per lookup"
-        }
+        (Workload::Many, true, _) => "objects outnumber threads, and workers take turns on the cores",
+        (Workload::Map, false, Outcome::Wins) => "each trustee keeps its part of the table in its own cache",
+        (Workload::Map, false, _) => "512 lock shards rarely collide; delegation pays a message per lookup",
         (Workload::Map, true, Outcome::Wins) => {
-            "table parts stay in their trustees' caches while preempted lock holders stall their shards"
+            "table parts stay in their trustees' caches; preempted holders stall lock shards"
         }
-        (Workload::Map, true, _) => "lock shards rarely collide, and polling workers share the cores with each other",
+        (Workload::Map, true, _) => "lock shards rarely collide, and workers take turns on the cores",
     };
     format!("{head}: {why}")
 }
