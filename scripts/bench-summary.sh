@@ -95,14 +95,14 @@ run_bench() {
 
 # Rows of a sweep summary ($1, a *_summary.csv of gossamer-bench) for the
 # Trust variant $2 at the x values listed in $3 (space separated); the
-# figure is named "$4, X $5"; the command is $6.
+# figure is named "$4, $5 X"; the command is $6.
 sweep_rows() {
     local file=$1 variant=$2 xs=" $3 " what=$4 unit=$5 cmd=$6 x v median best best_median ratio
     while IFS=, read -r x v median _ best best_median ratio; do
         if [ "$v" != "$variant" ] || [[ $xs != *" $x "* ]]; then
             continue
         fi
-        row "$what, $x $unit, \`$variant\`" "$(printf '%.1f Mops/s' "$median")" \
+        row "$what, $unit $x, \`$variant\`" "$(printf '%.1f Mops/s' "$median")" \
             "$(printf '%s %.1f Mops/s' "$best" "$best_median")" "$(printf '%.2f×' "$ratio")" "$cmd"
     done < <(tail -n +2 "$file")
 }
@@ -137,7 +137,7 @@ while IFS=, read -r workload threads over contestant form median ratio; do
 done < <(tail -n +2 "$out/demo.csv")
 for dist in uniform zipf; do
     f="$out/faa_${dist}_summary.csv"
-    sweep_rows "$f" trust-async "1 16 1000 1000000" "faa, $dist keys" objects "gossamer-bench --quick faa"
+    sweep_rows "$f" trust-async "1 16 1000 1000000" "faa, $dist keys" "objects:" "gossamer-bench --quick faa"
     for v in trust-async trust-apply; do
         row "faa, $dist keys, 1–10^6 objects, \`$v\`: range of ratios" "" "best lock per point" \
             "$(ratio_range "$f" "$v")" "gossamer-bench --quick faa"
@@ -145,10 +145,10 @@ for dist in uniform zipf; do
 done
 for dist in uniform zipf; do
     sweep_rows "$out/map_size_${dist}_summary.csv" trust-async "1000 100000" "map, $dist keys, 5% writes" \
-        entries "gossamer-bench --quick map"
+        "entries:" "gossamer-bench --quick map"
 done
 sweep_rows "$out/map_writes_uniform_summary.csv" trust-async "0 100" "map, uniform keys, 1000 entries" \
-    "% writes" "gossamer-bench --quick map"
+    "writes (%):" "gossamer-bench --quick map"
 if [ "$echo_sweep" -eq 1 ]; then
     while IFS=, read -r size threads m1 m2 ratio _; do
         case $size in 64 | 1024 | 16384) ;; *) continue ;; esac

@@ -31,9 +31,9 @@ pub enum Workload {
 impl Workload {
     pub fn name(self) -> String {
         match self {
-            Workload::Hot => "hot object: 1 counter".into(),
-            Workload::Many => format!("many objects: {MANY} counters"),
-            Workload::Map => format!("shared map: {}k entries, {MAP_WRITES}% writes", MAP_SIZE / 1000),
+            Workload::Hot => "hot object (1 counter)".into(),
+            Workload::Many => format!("many objects ({MANY} counters)"),
+            Workload::Map => format!("shared map ({}k entries; {MAP_WRITES}% writes)", MAP_SIZE / 1000),
         }
     }
 
