@@ -55,6 +55,7 @@ fn measure(s: &Settings, row: &Row, c: Contestant, traces: &[Trace], rep: usize)
 /// Runs every row; `s.threads` is ignored (each row sets its own).
 pub fn run(s: &Settings) -> Result<()> {
     let cores = crate::machine::cores();
+    let load_before = crate::machine::load1();
     let rows = rows::rows(cores);
     let names = ["Trust<T>", "std Mutex", "parking_lot"];
     let mut sweep = Sweep::new(
@@ -107,6 +108,9 @@ pub fn run(s: &Settings) -> Result<()> {
     pb.finish_and_clear();
     let table = render(&rows, &sweep, &names);
     println!("\n{table}");
+    if let Some(w) = busy_warning(load_before, cores) {
+        println!("{w}\n");
+    }
     println!(
         "Figures: million operations per second, median over repetitions; Trust/best: median over repetitions of\n\
          Trust<T> over the faster lock of the same repetition. Trust<T> rows use apply_then with {} requests in\n\
@@ -119,6 +123,21 @@ pub fn run(s: &Settings) -> Result<()> {
         s.window
     );
     save(s, &rows, &sweep, &names)
+}
+
+/// A warning when other work already kept the cores busy before the run
+/// (a 1-minute load average of at least the core count): a delegated
+/// request then waits for its trustee's thread to be scheduled, which
+/// costs delegation far more than it costs a lock.
+fn busy_warning(load: Option<f64>, cores: usize) -> Option<String> {
+    let load = load?;
+    (load >= cores as f64).then(|| {
+        format!(
+            "warning: the load average was {load:.1} on {cores} cores before the run: other work competes for the\n\
+             cores, and a delegated request waits for its trustee's thread to be scheduled, which costs\n\
+             delegation far more than a lock. Rerun on a quiet machine before drawing conclusions."
+        )
+    })
 }
 
 /// The table: one line per row.
@@ -169,4 +188,16 @@ fn save(s: &Settings, rows: &[Row], sweep: &Sweep, names: &[&str; 3]) -> Result<
     }
     csv.finish()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_busy_machine_is_named() {
+        assert!(busy_warning(Some(17.4), 2).is_some_and(|w| w.contains("17.4 on 2 cores")));
+        assert!(busy_warning(Some(0.5), 2).is_none());
+        assert!(busy_warning(None, 2).is_none());
+    }
 }
