@@ -39,10 +39,10 @@ pub struct Common {
     /// Dedicated trustee threads in the `-ded` variants [default: threads/4, at least 1].
     #[arg(long, global = true)]
     pub dedicated: Option<usize>,
-    /// Repetitions of every measurement; tables report medians [default: 3, quick and smoke: 1].
+    /// Repetitions of every measurement; tables report medians [default: 3, quick and smoke: 1; demo: 3].
     #[arg(long, global = true)]
     pub repeat: Option<usize>,
-    /// Length of one measurement in milliseconds [default: 1000, quick: 150, smoke: 20].
+    /// Length of one measurement in milliseconds [default: 1000, quick: 150, smoke: 20; demo: 250].
     #[arg(long, global = true)]
     pub duration_ms: Option<u64>,
     /// Pin runtime workers and lock threads to cores.
