@@ -10,7 +10,6 @@ set -euo pipefail
 
 prog=${0##*/}
 root=$(cd "$(dirname "$0")/.." && pwd)
-netns="$root/scripts/rack-netns.sh"
 
 hosts_list="1 2 4 8"
 per_host=1
@@ -83,53 +82,12 @@ shift $((OPTIND - 1))
 for v in "$per_host" "$threads" "$size" "$millis" "$reps" "$limit"; do
     is_uint "$v" || die "bad number '$v' (see $prog -h)"
 done
-read -r -a hosts_arr <<<"$hosts_list"
-[ ${#hosts_arr[@]} -gt 0 ] || die "no host counts given"
-max_hosts=1
-for h in "${hosts_arr[@]}"; do
-    if ! is_uint "$h" || [ "$h" -gt 254 ]; then
-        die "bad host count '$h' (1..254)"
-    fi
-    ranks=$((h * per_host))
-    [ $((threads % ranks)) -eq 0 ] ||
-        die "$threads threads do not spread evenly over $h hosts x $per_host processes; pick -t as a multiple of $ranks"
-    if [ "$h" -gt "$max_hosts" ]; then
-        max_hosts=$h
-    fi
-done
-[ "$EUID" -eq 0 ] || die "must run as root (network namespaces)"
-command -v timeout >/dev/null 2>&1 || die "timeout (coreutils) is missing"
-"$netns" check >/dev/null || die "this machine cannot make simulated hosts ($netns check)"
-
-# ---- clean-up, on any exit ---------------------------------------------------
-
+sim_hosts_counts "$hosts_list" 1 "$per_host" "$threads"
+sim_hosts_check
 sim_hosts_setup echo
-
-# ---- build and rack ------------------------------------------------------------
-
-echo "$prog: building the echo example (release)" >&2
-(cd "$root" && cargo build --release --example echo >&2)
-exe="${CARGO_TARGET_DIR:-$root/target}/release/examples/echo"
-[[ $exe == /* ]] || exe="$root/$exe"
-[ -x "$exe" ] || die "no executable at $exe after the build"
-
-rack_up=1
-"$netns" up "$tag" "$max_hosts" >"$work/rack"
-addr0=$(awk '$1 == "h0" { print $3 }' "$work/rack")
-[ -n "$addr0" ] || die "the rack did not report host h0's address"
-port=40000
-
-# The program's secret: every rank proves it knows it at the rendezvous.
-# A fresh one for this script's programs, passed in the environment (never
-# on a command line, where other users could read it).
-GOSSAMER_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export GOSSAMER_SECRET
-unset GOSSAMER_SECRET_FILE
-
-# Launcher variables that would make a process join another program.
-clear_env=(env -u GOSSAMER_PROCESSES -u GOSSAMER_RANK -u GOSSAMER_SIZE -u GOSSAMER_RENDEZVOUS
-    -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE
-    ECHO_THREADS="$threads" ECHO_SIZE="$size" ECHO_MILLIS="$millis")
+sim_hosts_build examples/echo --example echo
+sim_hosts_rack "$max_hosts"
+clear_env+=(ECHO_THREADS="$threads" ECHO_SIZE="$size" ECHO_MILLIS="$millis")
 
 # Sets $mops to the figure of rank 0's ECHO line, checked against the
 # expected process count.
@@ -145,50 +103,16 @@ read_mops() {
 
 # One run of the program in one process (no namespace, no fabric).
 run_single() {
-    local p
-    rm -f "$work"/run.*
-    timeout -k 5 "$limit" "${clear_env[@]}" "$exe" >"$work/run.rank0" 2>&1 &
-    p=$!
-    pids+=("$p")
-    reap "$p"
-    [ "$status" -eq 0 ] || failed "the one-process run ($(status_text "$status"))"
+    sim_hosts_single "$exe"
     read_mops "$work/run.rank0" 1 || failed "the one-process run (no ECHO line)"
 }
 
-# One run over $1 hosts x $per_host processes; rank r runs on host r / P,
-# rank 0 (the rendezvous) on host 0. The others start first and retry until
-# rank 0 listens.
+# One run over $1 hosts x $per_host processes.
 run_hosts() {
-    local h=$1 n=$(($1 * per_host)) r p rendezvous before after
-    local -a ranks=()
-    rm -f "$work"/run.* "$work"/pid.*
-    port=$((port + 1))
-    rendezvous="$addr0:$port"
+    local h=$1 n=$(($1 * per_host)) before after what="$1 hosts x $per_host processes"
     before=$(bridge_bytes "$h")
-    for ((r = n - 1; r >= 0; r--)); do
-        # shellcheck disable=SC2016 # expanded by the inner shell
-        timeout -k 5 "$limit" "$netns" exec "$tag" $((r / per_host)) "${clear_env[@]}" \
-            GOSSAMER_RANK="$r" GOSSAMER_SIZE="$n" GOSSAMER_RENDEZVOUS="$rendezvous" \
-            sh -c 'echo $$ >"$0"; exec "$@"' "$work/pid.$r" "$exe" >"$work/run.rank$r" 2>&1 &
-        p=$!
-        pids+=("$p")
-        ranks[r]=$p
-    done
-    # Rank 0 names the segments of every host's region after its pid.
-    for ((r = 0; r < 100; r++)); do
-        [ -s "$work/pid.0" ] && break
-        sleep 0.02
-    done
-    if [ -s "$work/pid.0" ]; then
-        leaders+=("$(cat "$work/pid.0")")
-    fi
-    local what="$h hosts x $per_host processes"
-    reap "${ranks[0]}"
-    [ "$status" -eq 0 ] || failed "rank 0 of $what ($(status_text "$status"))"
-    for ((r = 1; r < n; r++)); do
-        reap "${ranks[r]}"
-        [ "$status" -eq 0 ] || failed "rank $r of $what ($(status_text "$status"))"
-    done
+    sim_hosts_launch "$n" "$per_host" "$exe"
+    sim_hosts_wait "$what"
     after=$(bridge_bytes "$h")
     echo "$prog:   bytes through the bridge: $((after - before))" >&2
     read_mops "$work/run.rank0" "$n" || failed "$what (no ECHO line with processes=$n)"
@@ -203,8 +127,7 @@ for h in "${hosts_arr[@]}"; do
     configs+=("$h $((h * per_host))")
 done
 declare -A runs=()
-cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-echo "$prog: $(nproc) cores (${cpu:-unknown CPU}), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+sim_hosts_machine
 echo "$prog: $threads threads, $size-byte requests, $millis ms per run, $reps repetitions," \
     "hosts: ${hosts_arr[*]} x $per_host processes" >&2
 for ((rep = 1; rep <= reps; rep++)); do

@@ -9,7 +9,6 @@ set -euo pipefail
 
 prog=${0##*/}
 root=$(cd "$(dirname "$0")/.." && pwd)
-netns="$root/scripts/rack-netns.sh"
 
 hosts=2
 threads=1
@@ -84,33 +83,13 @@ sim_hosts_check
 
 sim_hosts_setup kv
 
-echo "$prog: building gossamer-kv (release)" >&2
-(cd "$root" && cargo build --release -q -p gossamer-kv >&2)
-bin="${CARGO_TARGET_DIR:-$root/target}/release"
-[[ $bin == /* ]] || bin="$root/$bin"
-kv="$bin/gossamer-kv"
-load="$bin/gossamer-kv-load"
-
-rack_up=1
-"$netns" up "$tag" "$hosts" >"$work/rack"
-addr=()
-for ((h = 0; h < hosts; h++)); do
-    a=$(awk -v h="h$h" '$1 == h { print $3 }' "$work/rack")
-    [ -n "$a" ] || die "the rack did not report host h$h's address"
-    addr+=("$a")
-done
-# The program's secret: every rank proves it knows it at the rendezvous.
-# A fresh one for this script's programs, passed in the environment (never
-# on a command line, where other users could read it).
-GOSSAMER_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export GOSSAMER_SECRET
-unset GOSSAMER_SECRET_FILE
-
-clear_env=(env -u GOSSAMER_PROCESSES -u GOSSAMER_RANK -u GOSSAMER_SIZE -u GOSSAMER_RENDEZVOUS
-    -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE)
+sim_hosts_build gossamer-kv -p gossamer-kv
+kv=$exe
+load="$release/gossamer-kv-load"
+sim_hosts_rack "$hosts"
+clear_env+=(GOSSAMER_SILENCE_MS=6000)
 ycsb=(ycsb --records "$records" --duration "$duration" --threads 2 --conns 4 --depth 8 --csv "$out")
 mkdir -p "$(dirname "$out")"
-port=40000
 
 # Waits until host h0 can connect to $1:$2.
 reachable() {
@@ -147,19 +126,11 @@ stop() {
     done
 }
 
+# gossamer-kv as one program of one process per host; rank r listens on
+# its host's address at port 11311 + r.
 run_gossamer() {
-    local w=$1 r p servers=() ranks=()
-    rm -f "$work"/run.*
-    port=$((port + 1))
-    for ((r = hosts - 1; r >= 0; r--)); do
-        timeout -k 5 "$limit" "$netns" exec "$tag" "$r" "${clear_env[@]}" \
-            GOSSAMER_RANK="$r" GOSSAMER_SIZE="$hosts" GOSSAMER_RENDEZVOUS="${addr[0]}:$port" \
-            GOSSAMER_SILENCE_MS=6000 "$kv" -t "$threads" -m 1024 -p 11311 -l "${addr[r]}" \
-            >"$work/run.rank$r" 2>&1 &
-        p=$!
-        pids+=("$p")
-        ranks+=("$p")
-    done
+    local w=$1 r servers=()
+    sim_hosts_launch "$hosts" 1 "$kv" -t "$threads" -m 1024 -p 11311 -l @ADDR@
     for ((r = 0; r < hosts; r++)); do
         reachable "${addr[r]}" $((11311 + r)) || failed "gossamer-kv rank $r (not listening)"
         servers+=(--server "${addr[r]}:$((11311 + r))")
@@ -186,8 +157,8 @@ run_memcached() {
     stop "${mcs[@]}"
 }
 
-cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-echo "$prog: $(nproc) cores (${cpu:-unknown CPU}) shared by $hosts simulated hosts; $threads thread(s) per server" >&2
+sim_hosts_machine
+echo "$prog: the cores are shared by $hosts simulated hosts; $threads thread(s) per server" >&2
 for ((i = 1; i <= reps; i++)); do
     for w in c d; do
         echo "$prog: run $i/$reps, workload $w" >&2

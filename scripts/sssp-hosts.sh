@@ -4,12 +4,11 @@
 # thread count over H hosts x P processes per host (network namespaces joined
 # by a bridge, UCX over TCP between hosts, shared memory within a host).
 # Prints a CSV and writes it to results/sssp-hosts.csv. Needs root, iproute2
-# and UCX (libucx0). Modelled on echo-hosts.sh.
+# and UCX (libucx0).
 set -euo pipefail
 
 prog=${0##*/}
 root=$(cd "$(dirname "$0")/.." && pwd)
-netns="$root/scripts/rack-netns.sh"
 
 hosts_list="1 2"
 per_host=1
@@ -90,65 +89,15 @@ shift $((OPTIND - 1))
 for v in "$per_host" "$threads" "$scale" "$edgefactor" "$roots" "$limit"; do
     is_uint "$v" || die "bad number '$v' (see $prog -h)"
 done
-read -r -a hosts_arr <<<"$hosts_list"
-[ ${#hosts_arr[@]} -gt 0 ] || die "no host counts given"
-max_hosts=1
-for h in "${hosts_arr[@]}"; do
-    if ! is_uint "$h" || [ "$h" -gt 254 ]; then
-        die "bad host count '$h' (1..254)"
-    fi
-    ranks=$((h * per_host))
-    [ $((threads % ranks)) -eq 0 ] ||
-        die "$threads threads do not spread evenly over $h hosts x $per_host processes; pick -t as a multiple of $ranks"
-    if [ "$h" -gt "$max_hosts" ]; then
-        max_hosts=$h
-    fi
-done
+sim_hosts_counts "$hosts_list" 1 "$per_host" "$threads"
 sim_hosts_check
-
-# ---- clean-up, on any exit ---------------------------------------------------
-
 sim_hosts_setup sssp
+sim_hosts_build gossamer-sssp -p gossamer-sssp
+sim_hosts_rack "$max_hosts"
 
-# ---- build and rack ------------------------------------------------------------
-
-echo "$prog: building gossamer-sssp (release)" >&2
-(cd "$root" && cargo build --release -p gossamer-sssp >&2)
-exe="${CARGO_TARGET_DIR:-$root/target}/release/gossamer-sssp"
-[[ $exe == /* ]] || exe="$root/$exe"
-[ -x "$exe" ] || die "no executable at $exe after the build"
-
-rack_up=1
-"$netns" up "$tag" "$max_hosts" >"$work/rack"
-addr0=$(awk '$1 == "h0" { print $3 }' "$work/rack")
-[ -n "$addr0" ] || die "the rack did not report host h0's address"
-port=40000
-
-# The program's secret: every rank proves it knows it at the rendezvous.
-# A fresh one for this script's programs, passed in the environment (never
-# on a command line, where other users could read it).
-GOSSAMER_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-export GOSSAMER_SECRET
-unset GOSSAMER_SECRET_FILE
-
-# Launcher variables that would make a process join another program.
-clear_env=(env -u GOSSAMER_PROCESSES -u GOSSAMER_RANK -u GOSSAMER_SIZE -u GOSSAMER_RENDEZVOUS
-    -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE)
 # The same arguments for every rank (--threads is the whole program's).
 args=(run --scale "$scale" --edgefactor "$edgefactor" --roots "$roots" --threads "$threads"
     --baselines none --quiet)
-
-# Records rank 0's pid (written by its wrapper) as a namer of segments.
-note_leader() {
-    local i
-    for ((i = 0; i < 100; i++)); do
-        [ -s "$work/pid.0" ] && break
-        sleep 0.02
-    done
-    if [ -s "$work/pid.0" ]; then
-        leaders+=("$(cat "$work/pid.0")")
-    fi
-}
 
 # Checks rank 0's output ($1) against $2 processes on $3 hosts; sets
 # $median_s and $median_teps from its gossamer result line, or returns 1 and
@@ -187,50 +136,18 @@ read_result() {
 
 # One run of the program in one process (no namespace, no fabric).
 run_single() {
-    local p
-    rm -f "$work"/run.* "$work"/pid.*
-    # shellcheck disable=SC2016 # expanded by the inner shell
-    timeout -k 5 "$limit" "${clear_env[@]}" \
-        sh -c 'echo $$ >"$0"; exec "$@"' "$work/pid.0" "$exe" "${args[@]}" --processes 1 \
-        >"$work/run.rank0" 2>&1 &
-    p=$!
-    pids+=("$p")
-    note_leader
-    reap "$p"
-    [ "$status" -eq 0 ] || failed "the one-process run ($(status_text "$status"))"
+    sim_hosts_single "$exe" "${args[@]}" --processes 1
     read_result "$work/run.rank0" 1 1 || failed "the one-process run ($why)"
 }
 
-# One run over $1 hosts x $per_host processes; rank r runs on host r / P,
-# rank 0 (the rendezvous) on host 0. The others start first and retry until
-# rank 0 listens. Sets $bytes to what the hosts sent into the bridge.
+# One run over $1 hosts x $per_host processes. Sets $bytes to what the
+# hosts sent into the bridge.
 bytes=0
 run_hosts() {
-    local h=$1 n=$(($1 * per_host)) r p rendezvous before after
-    local -a ranks=()
-    rm -f "$work"/run.* "$work"/pid.*
-    port=$((port + 1))
-    rendezvous="$addr0:$port"
+    local h=$1 n=$(($1 * per_host)) before after what="$1 hosts x $per_host processes"
     before=$(bridge_bytes "$h")
-    for ((r = n - 1; r >= 0; r--)); do
-        # shellcheck disable=SC2016 # expanded by the inner shell
-        timeout -k 5 "$limit" "$netns" exec "$tag" $((r / per_host)) "${clear_env[@]}" \
-            GOSSAMER_RANK="$r" GOSSAMER_SIZE="$n" GOSSAMER_RENDEZVOUS="$rendezvous" \
-            sh -c 'echo $$ >"$0"; exec "$@"' "$work/pid.$r" "$exe" "${args[@]}" \
-            >"$work/run.rank$r" 2>&1 &
-        p=$!
-        pids+=("$p")
-        ranks[r]=$p
-    done
-    # Rank 0 names the segments of every host's region after its pid.
-    note_leader
-    local what="$h hosts x $per_host processes" bad=
-    # Every rank is waited for before judging, so that the output shown is whole.
-    for ((r = 0; r < n; r++)); do
-        reap "${ranks[r]}"
-        [ "$status" -eq 0 ] || bad+="${bad:+, }rank $r: $(status_text "$status")"
-    done
-    [ -z "$bad" ] || failed "$what ($bad)"
+    sim_hosts_launch "$n" "$per_host" "$exe" "${args[@]}"
+    sim_hosts_wait "$what"
     after=$(bridge_bytes "$h")
     bytes=$((after - before))
     read_result "$work/run.rank0" "$n" "$h" || failed "$what ($why)"
@@ -246,8 +163,7 @@ since() {
 
 # ---- the runs --------------------------------------------------------------------
 
-cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
-echo "$prog: $(nproc) cores (${cpu:-unknown CPU}), load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+sim_hosts_machine
 echo "$prog: scale $scale, edge factor $edgefactor, $roots roots, $threads threads," \
     "hosts: ${hosts_arr[*]} x $per_host processes" >&2
 

@@ -39,10 +39,10 @@ pub struct Common {
     /// Dedicated trustee threads in the `-ded` variants [default: threads/4, at least 1].
     #[arg(long, global = true)]
     pub dedicated: Option<usize>,
-    /// Repetitions of every measurement; tables report medians [default: 3, quick and smoke: 1].
+    /// Repetitions of every measurement; tables report medians [default: 3, quick and smoke: 1; demo: 3].
     #[arg(long, global = true)]
     pub repeat: Option<usize>,
-    /// Length of one measurement in milliseconds [default: 1000, quick: 150, smoke: 20].
+    /// Length of one measurement in milliseconds [default: 1000, quick: 150, smoke: 20; demo: 250].
     #[arg(long, global = true)]
     pub duration_ms: Option<u64>,
     /// Pin runtime workers and lock threads to cores.
@@ -68,6 +68,11 @@ pub struct Common {
 /// The benchmarks.
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
+    /// The case in under 30 seconds: one hot counter, many counters and a
+    /// shared map, with Trust<T> beside `std::sync::Mutex` and
+    /// `parking_lot::Mutex`, at threads = cores and at 4 threads per core;
+    /// a table with ratios and a verdict per row.
+    Demo,
     /// Fetch-and-add throughput against the number of objects (thesis §2.6.1).
     Faa(FaaArgs),
     /// Latency (mean, p50, p99, p99.9) against offered load (thesis §2.6.2).

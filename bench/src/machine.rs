@@ -30,6 +30,11 @@ pub fn load_average() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The 1-minute load average, if the kernel says.
+pub fn load1() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 /// The command line this process was started with.
 pub fn command_line() -> String {
     let mut args = std::env::args();

@@ -1,6 +1,7 @@
 //! `gossamer-bench`: Trust<T> against locks and concurrent maps.
 //!
-//! Subcommands: `faa` (fetch-and-add throughput against object count),
+//! Subcommands: `demo` (the short side-by-side run the README shows),
+//! `faa` (fetch-and-add throughput against object count),
 //! `latency` (latency against offered load), `map` (concurrent map
 //! throughput against table size and write ratio), `micro` (fiber switch,
 //! round trip, one trustee's throughput, local shortcut, idle CPU, wake-up
@@ -15,6 +16,7 @@
 mod cli;
 mod compare;
 mod control;
+mod demo;
 mod error;
 mod faa;
 mod keys;
@@ -63,12 +65,16 @@ fn run(cli: &Cli) -> Result<()> {
         println!("{}", machine::header("compare"));
         return compare::run(&cli.common, a);
     }
-    let s = Settings::resolve(&cli.common).map_err(BenchError::Other)?;
+    let mut s = Settings::resolve(&cli.common).map_err(BenchError::Other)?;
+    if let Cmd::Demo = cli.cmd {
+        s = demo::settings(s, &cli.common);
+    }
     let header = machine::header(&s.describe());
     println!("{header}");
     std::fs::create_dir_all(&s.out)?;
     let started = Instant::now();
     match &cli.cmd {
+        Cmd::Demo => demo::run(&s)?,
         Cmd::Faa(a) => faa::run(&s, a)?,
         Cmd::Latency(a) => latency::run(&s, a)?,
         Cmd::Map(a) => map::run(&s, a)?,
@@ -84,6 +90,7 @@ fn run(cli: &Cli) -> Result<()> {
         }
     }
     let name = match &cli.cmd {
+        Cmd::Demo => "demo",
         Cmd::Faa(_) => "faa",
         Cmd::Latency(_) => "latency",
         Cmd::Map(_) => "map",

@@ -96,6 +96,38 @@ fn args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
 }
 
 #[test]
+fn demo_prints_every_row_with_ratio_and_verdict() {
+    let d = out_dir("demo");
+    let o = bench(&d, &args(&["demo"]));
+    check_ok(&d, &o, &["demo.csv", "demo_run.txt"]);
+    let stdout = text(&o.stdout);
+    assert!(stdout.contains("Trust/best"), "no ratio column:\n{stdout}");
+    // Three workloads, each at threads = cores and oversubscribed: six rows,
+    // each with a ratio and a verdict that names the winner.
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| ["hot object", "many objects", "shared map"].iter().any(|w| l.starts_with(w)))
+        .collect();
+    assert_eq!(rows.len(), 6, "expected six rows:\n{stdout}");
+    for r in &rows {
+        let (_, after_form) = r.split_once("apply_then").unwrap_or_else(|| panic!("no Trust form in {r:?}"));
+        let cells: Vec<&str> = after_form.split_whitespace().take(4).collect();
+        for c in &cells[..3] {
+            assert!(c.parse::<f64>().is_ok_and(|v| v > 0.0), "not three figures in {r:?}");
+        }
+        assert!(cells[3].strip_suffix('x').is_some_and(|v| v.parse::<f64>().is_ok()), "no ratio in {r:?}");
+        assert!(
+            ["delegation wins: ", "a draw: ", "the lock wins: "].iter().any(|v| r.contains(v)),
+            "no verdict in {r:?}"
+        );
+    }
+    assert_eq!(rows.iter().filter(|r| r.contains("(over)")).count(), 3, "{stdout}");
+    assert!(stdout.contains("benchmarks/README.md"), "no pointer to the full benchmark:\n{stdout}");
+    let csv = std::fs::read_to_string(d.join("demo.csv")).expect("demo.csv");
+    assert_eq!(csv.lines().count(), 1 + 6 * 3, "{csv}");
+}
+
+#[test]
 fn faa_runs_and_verifies() {
     let d = out_dir("faa");
     let o = bench(&d, &args(&["faa", "--objects", "1,64"]));
@@ -135,7 +167,16 @@ fn map_runs_and_verifies() {
         &["map_size_uniform.csv", "map_size_zipf_summary.csv", "map_writes_uniform.png", "map_writes_zipf.csv"],
     );
     let stdout = text(&o.stdout);
-    for v in ["trust-apply", "trust-async", "trust-async-ded", "dashmap", "scc", "mutex-512", "rwlock-512"] {
+    for v in [
+        "trust-apply",
+        "trust-async",
+        "trust-async-ded",
+        "dashmap",
+        "scc",
+        "mutex-512",
+        "parking-lot-512",
+        "rwlock-512",
+    ] {
         assert!(stdout.contains(v), "variant {v} missing:\n{stdout}");
     }
 }
@@ -190,7 +231,9 @@ fn wrong_counts_fail_every_subcommand() {
         vec!["latency", "--loads", "1", "--variants", "spin"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "trust-apply"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "zipf", "--variants", "scc"],
+        vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "parking-lot-512"],
         vec!["micro", "--ops", "100"],
+        vec!["demo"],
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "apply-async"],
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "apply-async-window"],
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "std-mutex"],

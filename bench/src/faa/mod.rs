@@ -96,7 +96,7 @@ fn default_objects(scale: Scale) -> Vec<u64> {
 }
 
 /// One measurement of one variant; returns Mops/s.
-fn measure(s: &Settings, v: Variant, k: usize, traces: &[Trace], rep: usize) -> Result<f64> {
+pub(crate) fn measure(s: &Settings, v: Variant, k: usize, traces: &[Trace], rep: usize) -> Result<f64> {
     match v {
         Variant::Lock(kind) => with_lock_type!(kind, u64, L => lock_run::run::<L>(s, k, traces, kind, rep)),
         Variant::Trust { dedicated, issue } => {

@@ -1,5 +1,6 @@
 //! The lock-based maps behind one trait: `dashmap`, `scc`, and 512 shards
-//! of `std::sync::Mutex<HashMap>` or `std::sync::RwLock<HashMap>`. All use
+//! of `std::sync::Mutex<HashMap>`, `parking_lot::Mutex<HashMap>` or
+//! `std::sync::RwLock<HashMap>`. All use
 //! the standard library's default hasher, as does the Trust<T> map.
 
 use std::collections::HashMap;
@@ -7,7 +8,7 @@ use std::sync::{Mutex, RwLock};
 use std::thread;
 
 use super::entry::{bump, initial, shard_of, Audit, Value};
-use crate::locks::Padded;
+use crate::locks::{Lock, Padded};
 
 /// Shards of the lock-sharded maps.
 pub const SHARDS: usize = 512;
@@ -38,25 +39,31 @@ pub trait SharedMap: Send + Sync + Sized {
     }
 }
 
-pub struct MutexShards(Vec<Padded<Mutex<HashMap<u64, Value>>>>);
+/// 512 shards of a `HashMap`, each behind its own lock `L`.
+pub struct LockShards<L>(Vec<Padded<L>>);
 
-impl SharedMap for MutexShards {
+/// Shards behind `std::sync::Mutex`.
+pub type MutexShards = LockShards<Mutex<HashMap<u64, Value>>>;
+/// Shards behind `parking_lot::Mutex`.
+pub type ParkingLotShards = LockShards<parking_lot::Mutex<HashMap<u64, Value>>>;
+
+impl<L: Lock<HashMap<u64, Value>>> SharedMap for LockShards<L> {
     fn with_capacity(n: usize) -> Self {
-        MutexShards((0..SHARDS).map(|_| Padded(Mutex::new(HashMap::with_capacity(n / SHARDS + 1)))).collect())
+        LockShards((0..SHARDS).map(|_| Padded(L::new(HashMap::with_capacity(n / SHARDS + 1)))).collect())
     }
     fn insert(&self, k: u64, v: Value) {
-        self.0[shard_of(k, SHARDS)].0.lock().unwrap_or_else(|e| e.into_inner()).insert(k, v);
+        self.0[shard_of(k, SHARDS)].0.with(|m| m.insert(k, v));
     }
     #[inline]
     fn get(&self, k: u64) -> Option<Value> {
-        self.0[shard_of(k, SHARDS)].0.lock().unwrap_or_else(|e| e.into_inner()).get(&k).copied()
+        self.0[shard_of(k, SHARDS)].0.with(|m| m.get(&k).copied())
     }
     #[inline]
     fn bump(&self, k: u64) -> bool {
-        bump(self.0[shard_of(k, SHARDS)].0.lock().unwrap_or_else(|e| e.into_inner()).get_mut(&k))
+        self.0[shard_of(k, SHARDS)].0.with(|m| bump(m.get_mut(&k)))
     }
     fn audit(&self) -> Audit {
-        self.0.iter().fold(Audit::default(), |a, s| a + Audit::of(&s.0.lock().unwrap_or_else(|e| e.into_inner())))
+        self.0.iter().fold(Audit::default(), |a, s| a + s.0.with(|m| Audit::of(m)))
     }
 }
 
@@ -144,6 +151,7 @@ mod tests {
     #[test]
     fn every_map_works() {
         exercise::<MutexShards>();
+        exercise::<ParkingLotShards>();
         exercise::<RwLockShards>();
         exercise::<dashmap::DashMap<u64, Value>>();
         exercise::<scc::HashMap<u64, Value>>();

@@ -4,7 +4,7 @@
 use std::thread;
 
 use super::entry::{read_ok, verify, Value, Work};
-use super::locked::{MutexShards, RwLockShards, SharedMap};
+use super::locked::{MutexShards, ParkingLotShards, RwLockShards, SharedMap};
 use super::{MapKind, Point};
 use crate::control::{thread_wait, Control};
 use crate::error::Result;
@@ -18,6 +18,7 @@ pub fn run(s: &Settings, kind: MapKind, p: Point, traces: &[Trace], rep: usize) 
         MapKind::DashMap => run_map::<dashmap::DashMap<u64, Value>>(s, "dashmap", p, traces, rep),
         MapKind::Scc => run_map::<scc::HashMap<u64, Value>>(s, "scc", p, traces, rep),
         MapKind::Mutex512 => run_map::<MutexShards>(s, "mutex-512", p, traces, rep),
+        MapKind::ParkingLot512 => run_map::<ParkingLotShards>(s, "parking-lot-512", p, traces, rep),
         MapKind::RwLock512 => run_map::<RwLockShards>(s, "rwlock-512", p, traces, rep),
     }
 }

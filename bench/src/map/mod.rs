@@ -3,7 +3,7 @@
 //! check its value; writes update the value in place. Two sweeps per key
 //! distribution: table size at 5% writes, and write ratio at a fixed size.
 //! A `HashMap` sharded over trustees against `dashmap`, `scc`, and 512
-//! shards of `Mutex<HashMap>` and `RwLock<HashMap>`.
+//! shards of `Mutex<HashMap>` (std and parking_lot) and `RwLock<HashMap>`.
 
 mod entry;
 mod locked;
@@ -25,6 +25,7 @@ pub enum MapKind {
     DashMap,
     Scc,
     Mutex512,
+    ParkingLot512,
     RwLock512,
 }
 
@@ -36,13 +37,14 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const ALL: [Variant; 7] = [
+    pub const ALL: [Variant; 8] = [
         Variant::Trust { dedicated: false, issue: Issue::Apply },
         Variant::Trust { dedicated: false, issue: Issue::Async },
         Variant::Trust { dedicated: true, issue: Issue::Async },
         Variant::Locked(MapKind::DashMap),
         Variant::Locked(MapKind::Scc),
         Variant::Locked(MapKind::Mutex512),
+        Variant::Locked(MapKind::ParkingLot512),
         Variant::Locked(MapKind::RwLock512),
     ];
 
@@ -52,6 +54,7 @@ impl Variant {
             Variant::Locked(MapKind::DashMap) => "dashmap",
             Variant::Locked(MapKind::Scc) => "scc",
             Variant::Locked(MapKind::Mutex512) => "mutex-512",
+            Variant::Locked(MapKind::ParkingLot512) => "parking-lot-512",
             Variant::Locked(MapKind::RwLock512) => "rwlock-512",
         }
     }
@@ -85,7 +88,7 @@ fn default_writes(scale: Scale) -> Vec<u32> {
 }
 
 /// One measurement of one variant at one point; returns Mops/s.
-fn measure(s: &Settings, v: Variant, p: Point, traces: &[Trace], rep: usize) -> Result<f64> {
+pub(crate) fn measure(s: &Settings, v: Variant, p: Point, traces: &[Trace], rep: usize) -> Result<f64> {
     match v {
         Variant::Locked(kind) => locked_run::run(s, kind, p, traces, rep),
         Variant::Trust { dedicated, issue } => {

@@ -4,11 +4,19 @@
 pub struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
+    /// Columns aligned to the left (text rather than numbers).
+    left: Vec<usize>,
 }
 
 impl Table {
     pub fn new(header: Vec<String>) -> Table {
-        Table { header, rows: Vec::new() }
+        Table { header, rows: Vec::new(), left: Vec::new() }
+    }
+
+    /// Aligns columns `cols` to the left.
+    pub fn left(mut self, cols: &[usize]) -> Table {
+        self.left = cols.to_vec();
+        self
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
@@ -25,7 +33,19 @@ impl Table {
             }
         }
         let line = |r: &Vec<String>| {
-            r.iter().enumerate().map(|(i, c)| format!("{c:>w$}", w = width[i])).collect::<Vec<_>>().join("  ")
+            r.iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if self.left.contains(&i) {
+                        format!("{c:<w$}", w = width[i])
+                    } else {
+                        format!("{c:>w$}", w = width[i])
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+                .trim_end()
+                .to_string()
         };
         let mut out = line(&self.header);
         out.push('\n');
