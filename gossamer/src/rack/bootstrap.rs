@@ -34,7 +34,12 @@ pub(super) fn run(gsm_main: fn(), threads: usize) -> Result<(), RackError> {
         return Ok(());
     }
     if threads < role.size {
-        return Err(RackError::Config(format!("{threads} threads cannot be spread over {} processes", role.size)));
+        return Err(RackError::Config(format!(
+            "{threads} threads cannot be spread over {size} processes: each process needs at least one. Pass \
+             gossamer::main at least {size} threads (`gossamer::rack::planned_processes()` is the process count, \
+             known before main), or start at most {threads} processes",
+            size = role.size
+        )));
     }
     if role.rank == 0 {
         leader(role, gsm_main, threads)
