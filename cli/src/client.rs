@@ -121,8 +121,9 @@ pub fn connect(spec: &str, default_port: u16, secret: &[u8]) -> Result<Conn, Cli
     let session = gossamer_session::connect(&mut s, &proto::psk(secret), proto::PROLOGUE, deadline, &hello).map_err(
         |e| match e {
             SessionError::Authentication => herr(format!(
-                "authentication failed: the daemon at {addr} does not know our secret (different secret files?), \
-                 or runs another version of gossamer"
+                "authentication failed: the daemon at {addr} does not know our secret (different secret files? \
+                 use the same file everywhere), or runs another version of gossamer, or the service there is \
+                 not a gossamer daemon at all and hung up (check the host and port)"
             )),
             e => herr(not_a_daemon(addr, &e).unwrap_or_else(|| format!("talking to the daemon at {addr}: {e}"))),
         },
@@ -162,22 +163,12 @@ fn unreachable(addr: SocketAddr, e: &std::io::Error) -> String {
 /// that length, which is too large for a handshake record; those two bytes
 /// are recovered from it and named when a well-known protocol begins so.
 fn not_a_daemon(addr: SocketAddr, e: &SessionError) -> Option<String> {
-    let (first, len) = match e {
-        SessionError::TooLarge { len, .. } if *len <= usize::from(u16::MAX) => ((*len as u16).to_be_bytes(), *len),
-        SessionError::Closed | SessionError::Io(_) => {
-            return Some(format!(
-                "the service at {addr} closed the connection during the handshake: it is not a gossamer \
-                 daemon, or a daemon that dropped us (see its log). Check the host and port \
-                 (daemons listen on {} unless `--listen` says otherwise)",
-                proto::DEFAULT_PORT
-            ))
-        }
-        _ => return None,
-    };
+    let SessionError::TooLarge { len, .. } = e else { return None };
+    let first = u16::try_from(*len).ok()?.to_be_bytes();
     let what = match &first {
         b"HT" => "an HTTP server".to_string(),
         b"SS" => "an SSH server".to_string(),
-        b"* " | b"+O" | b"-E" => "a mail or Redis-like text server".to_string(),
+        b"* " | b"+O" | b"-E" => "an IMAP, POP3 or Redis server".to_string(),
         _ if first.iter().all(|b| b.is_ascii_graphic() || *b == b' ') => {
             format!("a text protocol starting {:?}", String::from_utf8_lossy(&first))
         }
