@@ -4,7 +4,9 @@
 pub mod netns;
 pub mod objects;
 pub mod programs;
-pub mod skip;
+
+#[allow(unused_imports)]
+pub use netns::skip;
 
 use std::sync::mpsc;
 use std::time::Duration;

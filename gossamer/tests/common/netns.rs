@@ -24,10 +24,10 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The environment variable that turns a skip into a failure (CI sets it).
 pub const REQUIRE_VAR: &str = "GOSSAMER_REQUIRE_NETNS";
 
-// The same skip helper wherever this file is included (other crates'
-// tests include it by path).
+// The skip helper, included from here so that other crates' tests, which
+// include this file by path, get it too (`common::skip` re-exports it).
 #[path = "skip.rs"]
-mod skip;
+pub mod skip;
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
