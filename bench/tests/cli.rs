@@ -7,6 +7,10 @@
 //! busy-poll, and several at once on a small machine would only slow each
 //! other down.
 
+#[path = "common/skip.rs"]
+#[allow(dead_code)]
+mod skip;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
@@ -205,6 +209,10 @@ fn tokio_runs_and_verifies() {
 
 #[test]
 fn all_runs_every_benchmark() {
+    // Each benchmark has its own test above; this one runs them all again.
+    if !skip::full("every benchmark in a row") {
+        return;
+    }
     let d = out_dir("all");
     let o = bench(&d, &args(&["--no-plots", "all"]));
     check_ok(

@@ -111,7 +111,7 @@ pub fn connect(spec: &str, default_port: u16, secret: &[u8]) -> Result<Conn, Cli
                 stream = Some((s, *a));
                 break;
             }
-            Err(e) => last = Some(format!("cannot reach the daemon at {a}: {e}")),
+            Err(e) => last = Some(unreachable(*a, &e)),
         }
     }
     let (mut s, addr) = stream.ok_or_else(|| herr(last.unwrap_or_else(|| format!("{name} has no address"))))?;
@@ -121,10 +121,11 @@ pub fn connect(spec: &str, default_port: u16, secret: &[u8]) -> Result<Conn, Cli
     let session = gossamer_session::connect(&mut s, &proto::psk(secret), proto::PROLOGUE, deadline, &hello).map_err(
         |e| match e {
             SessionError::Authentication => herr(format!(
-                "authentication failed: the daemon at {addr} does not know our secret (different secret files?), \
-                 or runs another version of gossamer"
+                "authentication failed: the daemon at {addr} does not know our secret (different secret files? \
+                 use the same file everywhere), or runs another version of gossamer, or the service there is \
+                 not a gossamer daemon at all and hung up (check the host and port)"
             )),
-            e => herr(format!("talking to the daemon at {addr}: {e}")),
+            e => herr(not_a_daemon(addr, &e).unwrap_or_else(|| format!("talking to the daemon at {addr}: {e}"))),
         },
     )?;
     let (sealer, opener) = session.split();
@@ -139,6 +140,46 @@ pub fn connect(spec: &str, default_port: u16, secret: &[u8]) -> Result<Conn, Cli
         Ok(other) => Err(herr(format!("unexpected answer from {addr}: {other:?}"))),
         Err(e) => Err(herr(format!("no welcome from the daemon at {addr}: {e}"))),
     }
+}
+
+/// What to say when no connection to `addr` could be made.
+fn unreachable(addr: SocketAddr, e: &std::io::Error) -> String {
+    if e.kind() == std::io::ErrorKind::ConnectionRefused {
+        format!(
+            "no gossamer daemon is listening at {addr} (connection refused). Start one on that host \
+             (`gossamer daemon --listen {addr} --secret-file FILE --allow PROGRAM`; see cli/README.md), \
+             or name the hosts whose daemons to use with `--hosts a,b` (and `--daemon-port` if they do \
+             not listen on {default})",
+            default = proto::DEFAULT_PORT
+        )
+    } else {
+        format!("cannot reach the daemon at {addr}: {e}")
+    }
+}
+
+/// When the handshake's first answer shows that `addr` is some other
+/// service, says so. The session's records start with a two-byte length: a
+/// peer that answers in another protocol has its first two bytes read as
+/// that length, which is too large for a handshake record; those two bytes
+/// are recovered from it and named when a well-known protocol begins so.
+fn not_a_daemon(addr: SocketAddr, e: &SessionError) -> Option<String> {
+    let SessionError::TooLarge { len, .. } = e else { return None };
+    let first = u16::try_from(*len).ok()?.to_be_bytes();
+    let what = match &first {
+        b"HT" => "an HTTP server".to_string(),
+        b"SS" => "an SSH server".to_string(),
+        b"* " | b"+O" | b"-E" => "an IMAP, POP3 or Redis server".to_string(),
+        _ if first.iter().all(|b| b.is_ascii_graphic() || *b == b' ') => {
+            format!("a text protocol starting {:?}", String::from_utf8_lossy(&first))
+        }
+        _ => format!("a service whose answer announced a record of {len} bytes"),
+    };
+    Some(format!(
+        "the service at {addr} is not a gossamer daemon (it answered like {what}). Check the host and port: \
+         daemons listen on {} unless `--listen` says otherwise; pass the port in `--hosts name:port` \
+         or `--daemon-port`",
+        proto::DEFAULT_PORT
+    ))
 }
 
 /// Sends one request and waits (bounded) for its answer, skipping heartbeats.

@@ -1,10 +1,12 @@
 //! Hello from every thread of a program over several processes or hosts:
 //! a fiber on each thread prints its rank, host and thread.
 //!
+//! `GOSSAMER_PROCESSES=2 cargo run --example hello_rack` (one host), or
 //! `gossamer run --hosts a,b,c -n 3 --secret-file ~/.gossamer/secret -- target/debug/examples/hello_rack`
 //!
 //! Environment: `GOSSAMER_THREADS` (worker threads of the whole program;
-//! default one per rank), `HELLO_CRASH_RANK=r` (rank r exits with status 3
+//! default one per rank, however the ranks were started: a process count,
+//! `gossamer run`, Slurm or Open MPI), `HELLO_CRASH_RANK=r` (rank r exits with status 3
 //! after start), `HELLO_SLEEP_MS` (rank 0 stays that long before ending).
 
 use std::time::{Duration, Instant};
@@ -61,6 +63,11 @@ fn gsm_main() {
 }
 
 fn main() {
-    let threads = env_num("GOSSAMER_THREADS").or_else(|| env_num("GOSSAMER_SIZE")).unwrap_or(1).max(1);
-    gossamer::main(gsm_main, threads as usize);
+    // One thread per rank unless told otherwise. A malformed launcher
+    // environment is reported by `gossamer::main` itself.
+    let threads = match env_num("GOSSAMER_THREADS") {
+        Some(t) => t as usize,
+        None => gossamer::rack::planned_processes().unwrap_or(1),
+    };
+    gossamer::main(gsm_main, threads.max(1));
 }

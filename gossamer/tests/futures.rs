@@ -631,15 +631,7 @@ fn tokio_service_example_self_test_in_process() {
 
 #[test]
 fn tokio_service_example_binary_self_test() {
-    // Built by `cargo test` (all targets); skipped when only this test
-    // target was built.
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().and_then(|d| d.parent()).map(|d| d.join("examples").join("tokio_service"));
-    let Some(bin) = bin.filter(|b| b.exists()) else {
-        eprintln!("examples/tokio_service not built: skipped (run `cargo test` for all targets)");
-        return;
-    };
-    let mut cmd = std::process::Command::new(bin);
+    let mut cmd = std::process::Command::new(common::example("tokio_service"));
     cmd.args(["--self-test", "--clients", "8", "--ops", "50"]);
     let (out, _) = common::programs::run_program(cmd, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);

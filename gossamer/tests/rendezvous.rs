@@ -325,7 +325,7 @@ fn attackers_in(
 #[test]
 fn strangers_from_another_host_learn_nothing() {
     if std::env::var_os("GOSSAMER_SANITIZER").is_some() {
-        eprintln!("SKIPPED under a sanitizer: a program over simulated hosts (UCX), as tests/hosts.rs");
+        common::skip::skipped("not run under a sanitizer: a program over simulated hosts (UCX), as tests/hosts.rs");
         return;
     }
     if !common::netns::ucx_or_skip() {

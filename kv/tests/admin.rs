@@ -21,14 +21,12 @@ const MARK: &[u8] = b"mn\r\n";
 /// memcached and this server started with the same `args`, or `None`
 /// when memcached is missing (and not required).
 fn pair(args: &[&str]) -> Option<(Proc, Proc)> {
-    let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");
     let mut mc_args = vec!["-t", "2"];
     mc_args.extend_from_slice(args);
     match Proc::memcached(&mc_args) {
         Some(mc) => Some((mc, Proc::kv(&mc_args))),
-        None if required => panic!("memcached is not installed, and GOSSAMER_KV_REQUIRE_MEMCACHED=1"),
         None => {
-            eprintln!("memcached is not installed; skipping the comparison");
+            common::skip::skip(common::skip::MEMCACHED, common::skip::MEMCACHED_VAR);
             None
         }
     }

@@ -111,7 +111,7 @@ fn binary_protocol_client() {
 #[test]
 fn same_expectations_hold_for_memcached() {
     let Some(p) = Proc::memcached(&[]) else {
-        eprintln!("memcached is not installed; skipping");
+        common::skip::skip(common::skip::MEMCACHED, common::skip::MEMCACHED_VAR);
         return;
     };
     exercise(&p, true);

@@ -65,8 +65,7 @@ fn run_reports_throughput_and_csv() {
 #[test]
 fn compare_runs_both_servers() {
     if Proc::memcached(&[]).is_none() {
-        assert!(std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").map_or(true, |v| v != "1"), "memcached is required");
-        eprintln!("memcached is not installed; skipping");
+        common::skip::skip(common::skip::MEMCACHED, common::skip::MEMCACHED_VAR);
         return;
     }
     let mut cmd = load_bin();

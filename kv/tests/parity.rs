@@ -13,12 +13,10 @@ use common::{bin_req, Proc, Raw, TIMEOUT};
 
 /// memcached and gossamer-kv started with the same `args`.
 fn pair(args: &[&str]) -> Option<(Proc, Proc)> {
-    let required = std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_ok_and(|v| v == "1");
     match Proc::memcached(args) {
         Some(mc) => Some((mc, Proc::kv(args))),
-        None if required => panic!("memcached is not installed, and GOSSAMER_KV_REQUIRE_MEMCACHED=1"),
         None => {
-            eprintln!("memcached is not installed; skipping the comparison");
+            common::skip::skip(common::skip::MEMCACHED, common::skip::MEMCACHED_VAR);
             None
         }
     }

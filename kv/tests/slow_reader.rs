@@ -179,8 +179,7 @@ fn mb(b: u64) -> f64 {
 /// printed beside ours.
 fn memcached_probe(value_len: usize) {
     let Some(mc) = Proc::memcached(&["-t", "2"]) else {
-        assert!(std::env::var("GOSSAMER_KV_REQUIRE_MEMCACHED").is_err(), "memcached is required but not installed");
-        eprintln!("memcached not installed: reference skipped");
+        common::skip::skip(common::skip::MEMCACHED, common::skip::MEMCACHED_VAR);
         return;
     };
     let p = probe(mc.addr, &[mc.pid()], "slow", value_len);

@@ -34,7 +34,12 @@ pub(super) fn run(gsm_main: fn(), threads: usize) -> Result<(), RackError> {
         return Ok(());
     }
     if threads < role.size {
-        return Err(RackError::Config(format!("{threads} threads cannot be spread over {} processes", role.size)));
+        return Err(RackError::Config(format!(
+            "{threads} threads cannot be spread over {size} processes: each process needs at least one. Pass \
+             gossamer::main at least {size} threads (`gossamer::rack::planned_processes()` is the process count, \
+             known before main), or start at most {threads} processes",
+            size = role.size
+        )));
     }
     if role.rank == 0 {
         leader(role, gsm_main, threads)
@@ -288,7 +293,13 @@ fn leader(role: Role, gsm_main: fn(), threads: usize) -> Result<(), RackError> {
         }
         if Instant::now() > deadline {
             let missing: Vec<_> = (1..role.size).filter(|r| conns[*r].is_none()).collect();
-            return Err(RackError::Bootstrap(format!("ranks {missing:?} did not connect within {STARTUP:?}")));
+            return Err(RackError::Bootstrap(format!(
+                "ranks {missing:?} did not connect within {STARTUP:?}: check that they were started, that they \
+                 reach rank 0 at GOSSAMER_RENDEZVOUS={} (rank 0's host name or address and port, the same for \
+                 every rank), and that they have the program's secret (a rank without it says so itself; one \
+                 with another secret is logged here as dropped)",
+                role.rendezvous.as_env().to_string_lossy()
+            )));
         }
         if !busy {
             std::thread::sleep(Duration::from_millis(2));

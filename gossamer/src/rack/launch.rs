@@ -65,6 +65,29 @@ fn processes_arg() -> Result<Option<usize>, RackError> {
     Ok(None)
 }
 
+/// The error of a rank started by a launcher without `GOSSAMER_RENDEZVOUS`,
+/// with a value to set: rank 0's host and a port, passed the way this
+/// launcher passes variables.
+fn no_rendezvous(rank_var: &str, size_var: &str, rank: usize) -> RackError {
+    let here = super::host_name();
+    let host = if rank == 0 { here.clone() } else { "<rank 0's host>".to_string() };
+    let how = match rank_var {
+        "OMPI_COMM_WORLD_RANK" => format!(
+            "with mpirun, pass it to every rank: `mpirun -x GOSSAMER_RENDEZVOUS={host}:7000 -x GOSSAMER_SECRET_FILE ...`"
+        ),
+        "SLURM_PROCID" => "under Slurm, export it before srun, naming the first node of the allocation: \
+             `export GOSSAMER_RENDEZVOUS=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n1):7000`"
+            .to_string(),
+        _ => format!("set it for every rank: `GOSSAMER_RENDEZVOUS={host}:7000`"),
+    };
+    RackError::Config(format!(
+        "{rank_var}/{size_var} start this process as rank {rank} of a program of several processes, but \
+         GOSSAMER_RENDEZVOUS, the address where rank 0 waits for the others, is not set. Give every rank the \
+         same value: rank 0's host name and a free TCP port (or a Unix socket path when all ranks share one \
+         host); {how} (this process runs on {here})"
+    ))
+}
+
 pub(crate) fn detect() -> Result<Role, RackError> {
     let rendezvous = std::env::var_os("GOSSAMER_RENDEZVOUS").filter(|v| !v.is_empty()).map(|v| Rendezvous::parse(&v));
     let external = [
@@ -80,7 +103,7 @@ pub(crate) fn detect() -> Result<Role, RackError> {
             let rendezvous = match rendezvous {
                 Some(p) => p,
                 None if size == 1 => Rendezvous::Unix(PathBuf::new()),
-                None => return Err(RackError::Config(format!("{r}/{s} are set but GOSSAMER_RENDEZVOUS is not"))),
+                None => return Err(no_rendezvous(r, s, rank)),
             };
             let secret = match secret::from_env()? {
                 Some(s) => Some(s),

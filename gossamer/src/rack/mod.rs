@@ -1,10 +1,15 @@
 //! Gossamer proper: one program made of several processes of the same
-//! binary (chapter 3 of the thesis), on one host over shared memory.
+//! binary (chapter 3 of the thesis), on one host or over several. The
+//! processes of one host share that host's region (shared memory); between
+//! hosts, batches travel by one-sided puts through UCX (`fabric::hosts`).
 //!
 //! [`main`] is the entry point (Table II(b)): it finds out the process's
-//! rank (see `rack::launch`), starts the other processes when it is rank 0 and
-//! was asked for several, runs the bootstrap (`rack::bootstrap`), starts this
-//! process's worker threads over the shared region, and then rank 0 runs the
+//! rank (see `rack::launch`: a process count on one host, or `gossamer run`,
+//! Slurm or Open MPI over several), starts the other processes when it is
+//! rank 0 and was asked for several, runs the bootstrap (`rack::bootstrap`:
+//! the ranks meet at rank 0's rendezvous, a Unix socket or a TCP address),
+//! starts this process's worker threads over its host's region and the
+//! fabric between hosts, and then rank 0 runs the
 //! program's `gsm_main` while the others serve until it returns. Threads have
 //! global ids: process 0 has threads `0..k`, process 1 the next ones, and so
 //! on; trusts and fibers refer to threads by these ids.

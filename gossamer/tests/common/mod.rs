@@ -5,6 +5,9 @@ pub mod netns;
 pub mod objects;
 pub mod programs;
 
+#[allow(unused_imports)]
+pub use netns::skip;
+
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -29,4 +32,25 @@ pub fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'stat
 /// A runtime with `n` workers and a short idle spin.
 pub fn rt(n: usize) -> gossamer::Runtime {
     gossamer::Runtime::builder().workers(n).build().expect("runtime")
+}
+
+/// `target/<profile>/examples/NAME`, built here when the test run did not
+/// build it (`cargo test --test X` builds only that test) or built it
+/// before this test.
+pub fn example(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>/deps").join("examples");
+    let bin = dir.join(name);
+    let built = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if built(&bin).is_none_or(|b| built(&exe).is_some_and(|e| b < e)) {
+        let mut cargo = std::process::Command::new(env!("CARGO"));
+        cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args(["build", "-p", "gossamer", "--example", name]);
+        if !cfg!(debug_assertions) {
+            cargo.arg("--release");
+        }
+        let (out, _) = programs::run_program(cargo, Duration::from_secs(600));
+        assert!(out.status.success(), "cargo build --example {name} failed:\n{}", programs::text(&out));
+    }
+    assert!(bin.is_file(), "{} is missing after the build", bin.display());
+    bin
 }

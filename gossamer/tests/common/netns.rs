@@ -24,6 +24,11 @@ const SCRIPT_TIMEOUT: Duration = Duration::from_secs(60);
 /// The environment variable that turns a skip into a failure (CI sets it).
 pub const REQUIRE_VAR: &str = "GOSSAMER_REQUIRE_NETNS";
 
+// The skip helper, included from here so that other crates' tests, which
+// include this file by path, get it too (`common::skip` re-exports it).
+#[path = "skip.rs"]
+pub mod skip;
+
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// `scripts/rack-netns.sh` of this workspace.
@@ -245,38 +250,36 @@ impl Drop for SimRack {
     }
 }
 
-/// A rack of `hosts` hosts, or `None` after a loud "SKIPPED" on stderr when
-/// this machine cannot make network namespaces; with
-/// `GOSSAMER_REQUIRE_NETNS=1` set, a panic instead of the skip.
+/// A rack of `hosts` hosts, or `None` after a visible SKIPPED line when
+/// the heavy tests are not asked for (`GOSSAMER_FULL_TESTS=1`) or this
+/// machine cannot make network namespaces; with `GOSSAMER_REQUIRE_NETNS=1`
+/// set, a panic instead of the second skip.
 pub fn sim_rack_or_skip(hosts: usize) -> Option<SimRack> {
+    if !skip::full("a program over simulated hosts") {
+        return None;
+    }
     match SimRack::up(hosts) {
         Ok(rack) => Some(rack),
-        Err(reason) if std::env::var(REQUIRE_VAR).as_deref() == Ok("1") => {
-            panic!("cannot create network namespaces ({REQUIRE_VAR}=1): {reason}")
-        }
         Err(reason) => {
-            // Straight to stderr: the test harness captures only `eprintln!`.
-            let _ = writeln!(
-                std::io::stderr(),
-                "\n==== SKIPPED: cannot create network namespaces: {reason} ====\n\
-                 (set {REQUIRE_VAR}=1 to make this a failure)\n"
-            );
+            skip::skip(&format!("network namespaces (root, iproute2: apt install iproute2): {reason}"), REQUIRE_VAR);
             None
         }
     }
 }
 
-/// Whether UCX (`libucp.so.0`) is installed; without it, a loud "SKIPPED"
-/// and `false`, or a panic when `GOSSAMER_REQUIRE_UCX=1` (CI sets it).
+/// Whether a program over several hosts may run here: the heavy tests are
+/// asked for (`GOSSAMER_FULL_TESTS=1`) and UCX (`libucp.so.0`) is
+/// installed. Otherwise a visible SKIPPED line and `false` — or, when UCX is
+/// missing and `GOSSAMER_REQUIRE_UCX=1` (CI sets it), a panic.
 pub fn ucx_or_skip() -> bool {
+    if !skip::full("a program over several hosts") {
+        return false;
+    }
     let found = ["/usr/lib/x86_64-linux-gnu/libucp.so.0", "/usr/lib/libucp.so.0", "/usr/lib64/libucp.so.0"]
         .iter()
         .any(|p| std::path::Path::new(p).exists());
     if !found {
-        if std::env::var("GOSSAMER_REQUIRE_UCX").as_deref() == Ok("1") {
-            panic!("UCX (libucp.so.0) is not installed and GOSSAMER_REQUIRE_UCX=1");
-        }
-        let _ = writeln!(std::io::stderr(), "SKIPPED: UCX not installed (apt-get install libucx0)");
+        skip::skip("UCX (libucp.so.0: apt install libucx0)", "GOSSAMER_REQUIRE_UCX");
     }
     found
 }

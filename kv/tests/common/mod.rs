@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod program;
+pub mod skip;
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

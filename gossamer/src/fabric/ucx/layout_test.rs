@@ -125,14 +125,17 @@ fn ffi_matches_the_installed_headers() {
         Ok(out) => out,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&dir);
-            return skip("ffi_matches_the_installed_headers", &format!("no C compiler (cc): {e}"));
+            return skip(
+                "ffi_matches_the_installed_headers",
+                &format!("needs a C compiler (apt install gcc): cc: {e}"),
+            );
         }
     };
     if !compiled.status.success() {
         let stderr = String::from_utf8_lossy(&compiled.stderr).into_owned();
         let _ = std::fs::remove_dir_all(&dir);
         if stderr.contains("ucp/api/ucp.h") && stderr.contains("No such file") {
-            return skip("ffi_matches_the_installed_headers", "no UCX headers (apt-get install libucx-dev)");
+            return skip("ffi_matches_the_installed_headers", "needs the UCX headers (apt install libucx-dev)");
         }
         panic!("the layout program did not compile:\n{stderr}");
     }

@@ -22,7 +22,10 @@ pub(super) fn ucx_required() -> bool {
 /// straight to the process's stderr, past the test harness's capture.
 pub(super) fn skip(test: &str, why: &str) {
     assert!(!ucx_required(), "{test}: UCX is required (GOSSAMER_REQUIRE_UCX=1) but {why}");
-    let line = format!("\n==== SKIPPED: UCX not installed: {test}: {why} ====\n");
+    let line = format!(
+        "SKIPPED gossamer::fabric::ucx::{test}: {why}; \
+         set GOSSAMER_REQUIRE_UCX=1 to fail instead\n"
+    );
     let _ = std::io::stderr().write_all(line.as_bytes());
 }
 

@@ -1,0 +1,54 @@
+//! The multi-process examples run as their documentation says, started
+//! with a process count alone.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use common::example;
+use common::programs::{run_program, text};
+
+/// A process count and nothing else, with no launcher variables inherited.
+fn with_processes(bin: PathBuf, n: usize) -> Command {
+    let mut cmd = Command::new(bin);
+    for v in ["GOSSAMER_THREADS", "GOSSAMER_RANK", "GOSSAMER_SIZE", "GOSSAMER_RENDEZVOUS", "OMPI_COMM_WORLD_SIZE"] {
+        cmd.env_remove(v);
+    }
+    cmd.env("GOSSAMER_PROCESSES", n.to_string());
+    cmd
+}
+
+#[test]
+fn hello_rack_gives_each_process_one_thread() {
+    let (out, _) = run_program(with_processes(example("hello_rack"), 2), Duration::from_secs(120));
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("hello_rack: 2 thread(s) over 2 rank(s)"), "{t}");
+    assert!(t.contains("hello from rank 1"), "{t}");
+}
+
+#[test]
+fn a_rank_started_by_mpirun_without_a_rendezvous_is_told_what_to_set() {
+    let mut cmd = Command::new(example("hello_rack"));
+    for v in ["GOSSAMER_RANK", "GOSSAMER_SIZE", "GOSSAMER_RENDEZVOUS", "GOSSAMER_PROCESSES", "SLURM_PROCID"] {
+        cmd.env_remove(v);
+    }
+    cmd.env("OMPI_COMM_WORLD_RANK", "0").env("OMPI_COMM_WORLD_SIZE", "2").env("GOSSAMER_HOST", "node7");
+    let (out, _) = run_program(cmd, Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("GOSSAMER_RENDEZVOUS"), "{t}");
+    assert!(t.contains("mpirun -x GOSSAMER_RENDEZVOUS=node7:7000"), "suggests a value: {t}");
+}
+
+#[test]
+fn more_processes_than_threads_names_the_fix() {
+    // table2b asks for 4 threads over the whole program.
+    let (out, _) = run_program(with_processes(example("table2b"), 5), Duration::from_secs(60));
+    let t = text(&out);
+    assert!(!out.status.success(), "{t}");
+    assert!(t.contains("4 threads cannot be spread over 5 processes"), "{t}");
+    assert!(t.contains("planned_processes"), "names the fix: {t}");
+}
