@@ -5,6 +5,7 @@
 
 use crate::numeric::{safe_strtol, safe_strtoul};
 use crate::protocol::text::admin::safe_strtod;
+use crate::store::shard::LruSettings;
 
 /// What a bad `-o` option is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,11 +36,6 @@ const ACCEPTED: &[&str] = &[
     "hash_algorithm",
     "lru_crawler_sleep",
     "lru_crawler_tocrawl",
-    "hot_lru_pct",
-    "warm_lru_pct",
-    "hot_max_factor",
-    "warm_max_factor",
-    "temporary_ttl",
     "idle_timeout",
     "slab_sizes",
     "slab_chunk_max",
@@ -85,6 +81,10 @@ pub struct Extended {
     /// Expired items are reclaimed in the background (`lru_maintainer`,
     /// `no_lru_maintainer`).
     pub lru_maintainer: bool,
+    /// The segmented LRU (`lru_segmented`, `no_lru_segmented`,
+    /// `hot_lru_pct`, `warm_lru_pct`, `hot_max_factor`, `warm_max_factor`,
+    /// `temporary_ttl`).
+    pub lru: LruSettings,
 }
 
 impl Default for Extended {
@@ -98,6 +98,7 @@ impl Default for Extended {
             slab_reassign: true,
             lru_crawler: true,
             lru_maintainer: true,
+            lru: LruSettings::default(),
         }
     }
 }
@@ -111,6 +112,24 @@ fn kib(name: &str, v: Option<&str>) -> Result<u64, OptionError> {
     Ok(u64::from(n) * 1024)
 }
 
+/// A share of memory in percent, as memcached takes it: 1 to 80.
+fn percent(name: &str, v: Option<&str>) -> Result<u32, OptionError> {
+    match safe_strtoul(value(name, v)?.as_bytes()) {
+        Some(p @ 1..=80) => Ok(p),
+        Some(_) => Err(OptionError::Range(name.to_string(), "between 1 and 80")),
+        None => Err(OptionError::Unparsable(name.to_string())),
+    }
+}
+
+/// An age factor, as memcached takes it: more than 0.
+fn factor(name: &str, v: Option<&str>) -> Result<f64, OptionError> {
+    match safe_strtod(value(name, v)?.as_bytes()) {
+        Some(f) if f > 0.0 => Ok(f),
+        Some(_) => Err(OptionError::Range(name.to_string(), "greater than 0")),
+        None => Err(OptionError::Unparsable(name.to_string())),
+    }
+}
+
 impl Extended {
     /// Applies the `-o` lists in `lists` in order.
     pub fn parse<S: AsRef<str>>(lists: &[S]) -> Result<Extended, OptionError> {
@@ -119,6 +138,14 @@ impl Extended {
             for opt in list.as_ref().split(',').filter(|o| !o.is_empty()) {
                 x.apply(opt)?;
             }
+        }
+        // memcached's checks once every option is read.
+        if x.lru.hot_lru_pct + x.lru.warm_lru_pct > 80 {
+            return Err(OptionError::Range("hot_lru_pct + warm_lru_pct".into(), "80 or less combined"));
+        }
+        // The segments are the maintainer's to move: without it, one LRU.
+        if !x.lru_maintainer {
+            x.lru.segmented = false;
         }
         Ok(x)
     }
@@ -139,6 +166,17 @@ impl Extended {
             "no_lru_crawler" => self.lru_crawler = false,
             "lru_maintainer" => self.lru_maintainer = true,
             "no_lru_maintainer" => self.lru_maintainer = false,
+            "lru_segmented" => self.lru.segmented = true,
+            "no_lru_segmented" => self.lru.segmented = false,
+            "hot_lru_pct" => self.lru.hot_lru_pct = percent(name, v)?,
+            "warm_lru_pct" => self.lru.warm_lru_pct = percent(name, v)?,
+            "hot_max_factor" => self.lru.hot_max_factor = factor(name, v)?,
+            "warm_max_factor" => self.lru.warm_max_factor = factor(name, v)?,
+            "temporary_ttl" => {
+                self.lru.temp_lru = true;
+                self.lru.temporary_ttl = safe_strtoul(value(name, v)?.as_bytes())
+                    .ok_or_else(|| OptionError::Unparsable(name.to_string()))?;
+            }
             "slab_automove" => {
                 let Some(v) = v else {
                     self.slab_automove = 1;
@@ -189,6 +227,22 @@ mod tests {
         let x = Extended::parse(&["no_lru_maintainer,no_lru_crawler"]).unwrap();
         assert!(!x.lru_maintainer && !x.lru_crawler);
         assert!(x.lru_maintainer != Extended::parse(&["lru_maintainer"]).unwrap().lru_maintainer);
+        assert!(!x.lru.segmented, "no maintainer: one LRU");
+    }
+
+    #[test]
+    fn segmented_lru_settings() {
+        let x = Extended::parse(&["hot_lru_pct=10,warm_lru_pct=50,hot_max_factor=0.5,temporary_ttl=30"]).unwrap();
+        let lru = x.lru;
+        assert!(lru.segmented && lru.temp_lru);
+        assert_eq!((lru.hot_lru_pct, lru.warm_lru_pct, lru.temporary_ttl), (10, 50, 30));
+        assert_eq!((lru.hot_max_factor, lru.warm_max_factor), (0.5, 2.0));
+        assert!(!Extended::default().lru.temp_lru);
+        assert!(!Extended::parse(&["no_lru_segmented"]).unwrap().lru.segmented);
+        assert!(Extended::parse(&["hot_lru_pct=50,warm_lru_pct=40"]).is_err());
+        assert!(Extended::parse(&["hot_lru_pct=0"]).is_err());
+        assert!(Extended::parse(&["warm_max_factor=0"]).is_err());
+        assert!(Extended::parse(&["temporary_ttl=x"]).is_err());
     }
 
     proptest! {

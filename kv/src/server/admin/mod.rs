@@ -50,6 +50,8 @@ pub struct AdminState {
     /// Expired items are reclaimed in the background (`-o
     /// lru_maintainer`, the default; `no_lru_maintainer` turns it off).
     pub lru_maintainer: bool,
+    /// The segmented LRU's settings (`-o lru_segmented`, `hot_lru_pct`, ...).
+    pub lru: crate::store::shard::LruSettings,
     /// Background reclaim passes this process has made (memcached's
     /// `lru_maintainer_juggles`).
     pub juggles: AtomicU64,
@@ -76,6 +78,7 @@ impl AdminState {
             worker_logbuf_size: x.worker_logbuf_size,
             lru_crawler: AtomicBool::new(x.lru_crawler),
             lru_maintainer: x.lru_maintainer,
+            lru: x.lru,
             juggles: AtomicU64::new(0),
             crawls: AtomicU64::new(0),
         }

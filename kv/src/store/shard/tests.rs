@@ -6,7 +6,19 @@ use crate::store::item_size;
 const STARTED: i64 = 1_700_000_000;
 
 fn shard(mem: u64) -> Shard {
-    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: mem, item_size_max: 1 << 20, tail_reclaim: false })
+    Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: mem,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    })
+}
+
+/// One LRU, as without memcached's segments.
+fn flat() -> LruSettings {
+    LruSettings { segmented: false, ..LruSettings::default() }
 }
 
 fn set(s: &mut Shard, key: &str, data: &str, exptime: i64, now: u32) -> Outcome {
@@ -68,10 +80,22 @@ fn cas_values_are_unique_and_checked() {
 
 #[test]
 fn cas_unique_across_shards() {
-    let mut a =
-        Shard::new(ShardConfig { index: 0, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
-    let mut b =
-        Shard::new(ShardConfig { index: 1, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
+    let mut a = Shard::new(ShardConfig {
+        index: 0,
+        count: 2,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    });
+    let mut b = Shard::new(ShardConfig {
+        index: 1,
+        count: 2,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    });
     let mut seen = std::collections::HashSet::new();
     for i in 0..50 {
         for s in [&mut a, &mut b] {
@@ -156,7 +180,14 @@ fn flush_now_and_later() {
 #[test]
 fn lru_eviction_under_memory_limit() {
     let item = item_size(2, 0, 100) as u64;
-    let mut s = shard(item * 3);
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: item * 3,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: flat(),
+    });
     let v = "x".repeat(100);
     set(&mut s, "k1", &v, 0, 10);
     set(&mut s, "k2", &v, 0, 10);
@@ -178,8 +209,14 @@ fn lru_eviction_under_memory_limit() {
 
 #[test]
 fn append_past_item_limit_is_not_stored() {
-    let mut s =
-        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 30, item_size_max: 1 << 20, tail_reclaim: false });
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: 1 << 30,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    });
     set(&mut s, "a", &"x".repeat(1_048_516), 0, 10);
     assert_eq!(store(&mut s, StoreMode::Append, "a", "y", 0), Outcome::NotStored);
 }
@@ -325,8 +362,14 @@ fn maintain_reclaims_flushed_items() {
 
 #[test]
 fn without_the_maintainer_stores_reclaim_expired_items_from_the_tail() {
-    let mut s =
-        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: true });
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: true,
+        lru: flat(),
+    });
     for i in 0..7 {
         set(&mut s, &format!("k{i}"), "x", 1, 10);
     }
