@@ -34,8 +34,6 @@ const ACCEPTED: &[&str] = &[
     "slab_automove_window",
     "tail_repair_time",
     "hash_algorithm",
-    "lru_crawler_sleep",
-    "lru_crawler_tocrawl",
     "idle_timeout",
     "slab_sizes",
     "slab_chunk_max",
@@ -46,6 +44,7 @@ const ACCEPTED: &[&str] = &[
     "no_chunked_items",
     "no_drop_privileges",
     "drop_privileges",
+    "relaxed_privileges",
     "resp_obj_mem_limit",
     "read_buf_mem_limit",
     "ssl_chain_cert",
@@ -81,6 +80,12 @@ pub struct Extended {
     /// Expired items are reclaimed in the background (`lru_maintainer`,
     /// `no_lru_maintainer`).
     pub lru_maintainer: bool,
+    /// Microseconds the LRU crawler rests between steps
+    /// (`lru_crawler_sleep`).
+    pub lru_crawler_sleep: u32,
+    /// Items per class a crawl checks at most (`lru_crawler_tocrawl`; 0:
+    /// all).
+    pub lru_crawler_tocrawl: u32,
     /// The segmented LRU (`lru_segmented`, `no_lru_segmented`,
     /// `hot_lru_pct`, `warm_lru_pct`, `hot_max_factor`, `warm_max_factor`,
     /// `temporary_ttl`).
@@ -98,6 +103,8 @@ impl Default for Extended {
             slab_reassign: true,
             lru_crawler: true,
             lru_maintainer: true,
+            lru_crawler_sleep: 100,
+            lru_crawler_tocrawl: 0,
             lru: LruSettings::default(),
         }
     }
@@ -166,6 +173,15 @@ impl Extended {
             "no_lru_crawler" => self.lru_crawler = false,
             "lru_maintainer" => self.lru_maintainer = true,
             "no_lru_maintainer" => self.lru_maintainer = false,
+            "lru_crawler_sleep" => match safe_strtoul(value(name, v)?.as_bytes()) {
+                Some(us @ 0..=1_000_000) => self.lru_crawler_sleep = us,
+                Some(_) => return Err(OptionError::Range(name.to_string(), "between 0 and 1000000")),
+                None => return Err(OptionError::Unparsable(name.to_string())),
+            },
+            "lru_crawler_tocrawl" => {
+                self.lru_crawler_tocrawl = safe_strtoul(value(name, v)?.as_bytes())
+                    .ok_or_else(|| OptionError::Unparsable(name.to_string()))?;
+            }
             "lru_segmented" => self.lru.segmented = true,
             "no_lru_segmented" => self.lru.segmented = false,
             "hot_lru_pct" => self.lru.hot_lru_pct = percent(name, v)?,

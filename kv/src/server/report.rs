@@ -243,7 +243,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     // As in memcached, the crawler's and the maintainer's keys are there
     // while they are on.
     if shared.admin.lru_crawler.load(Ordering::Relaxed) {
-        s.stat("lru_crawler_running", &0);
+        s.stat("lru_crawler_running", &u8::from(st.crawling));
         s.stat("lru_crawler_starts", &p.crawls);
     }
     if shared.admin.lru_maintainer {
@@ -334,8 +334,8 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("slab_automove_window", &30);
     s.stat("slab_chunk_max", &524_288);
     s.stat("lru_crawler", &yes_no(admin.lru_crawler.load(Ordering::Relaxed)));
-    s.stat("lru_crawler_sleep", &100);
-    s.stat("lru_crawler_tocrawl", &0);
+    s.stat("lru_crawler_sleep", &admin.crawler_sleep.load(Ordering::Relaxed));
+    s.stat("lru_crawler_tocrawl", &admin.crawler_tocrawl.load(Ordering::Relaxed));
     s.stat("tail_repair_time", &0);
     s.stat("flush_enabled", &"yes");
     s.stat("dump_enabled", &"yes");

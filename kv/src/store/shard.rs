@@ -28,6 +28,7 @@ use super::op::{Hit, Op, Outcome, StoreMode};
 use super::stats::{ClassStats, ShardStats};
 use crate::clock;
 use crate::numeric;
+use crawler::CrawlJob;
 use expiry::Expiry;
 pub use segments::LruSettings;
 use table::{Segment, Slot, Table};
@@ -41,6 +42,9 @@ const TAIL_SEARCH: usize = 5;
 
 /// Flushed items a request reclaims from the LRU tail before it runs.
 pub const CRAWL_BUDGET: usize = 64;
+
+/// Slots one step of an `lru_crawler crawl` looks at.
+pub const CRAWL_STEP: usize = 256;
 
 /// How a shard is set up.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +91,8 @@ pub struct Shard {
     sizes: Vec<u64>,
     /// Keys by expiration time, for the background reclaim.
     expiry: Expiry,
+    /// The `lru_crawler crawl` in progress, if any.
+    crawler: Option<CrawlJob>,
 }
 
 /// State of a key found in the map.
@@ -118,6 +124,7 @@ impl Shard {
             classes: accounting::empty(),
             sizes: Vec::new(),
             expiry: Expiry::default(),
+            crawler: None,
         }
     }
 
@@ -172,8 +179,8 @@ impl Shard {
             }
             Op::Dump { classes } => Outcome::Meta(self.dump(classes.as_deref(), now, started)),
             Op::CacheDump { class, limit } => Outcome::Meta(self.cachedump(class, limit, now, started)),
-            Op::Crawl { classes } => {
-                self.crawl_classes(classes.as_deref(), now);
+            Op::Crawl { classes, tocrawl } => {
+                self.start_crawl(classes, tocrawl, now, CRAWL_STEP);
                 Outcome::Done
             }
             Op::Stats { reset } => {
@@ -257,38 +264,6 @@ impl Shard {
         }
     }
 
-    /// `lru_crawler crawl`: looks at every item of `classes` (all: `None`)
-    /// and removes the expired and flushed ones, counted as memcached's
-    /// crawler counts them (`crawler_reclaimed`, `crawler_items_checked`,
-    /// `expired_unfetched`). The whole shard in one request: an
-    /// administrative command, not a background task.
-    fn crawl_classes(&mut self, classes: Option<&[u32]>, now: u32) {
-        let mut dead = Vec::new();
-        let mut checked = Vec::new();
-        for (k, it) in self.map.iter() {
-            if classes.is_some_and(|c| !c.contains(&u32::from(it.class))) {
-                continue;
-            }
-            checked.push(it.class);
-            if it.expired(now) || self.is_flushed(it, now) {
-                dead.push(k.to_vec());
-            }
-        }
-        self.stats.crawler_items_checked += checked.len() as u64;
-        for class in checked {
-            self.class_mut(class).crawler_items_checked += 1;
-        }
-        for k in dead {
-            if let Some(it) = self.remove(&k) {
-                let c = self.class_mut(it.class);
-                c.crawler_reclaimed += 1;
-                c.expired_unfetched += u64::from(!it.fetched);
-                self.stats.crawler_reclaimed += 1;
-                self.stats.expired_unfetched += u64::from(!it.fetched);
-            }
-        }
-    }
-
     /// Enqueues the item under `key` (if any) for its expiration time.
     fn reschedule(&mut self, key: &[u8]) {
         if let Some(at) = self.map.peek(key).map(|it| it.exptime) {
@@ -302,6 +277,7 @@ impl Shard {
         s.curr_items = self.map.len() as u64;
         s.bytes = self.mem_used;
         s.limit_maxbytes = self.mem_limit;
+        s.crawling = self.crawling();
         let age = |seg| self.map.tail(seg).map_or(0, |t| u64::from(now.saturating_sub(self.map.item(t).time)));
         s.oldest_age = age(Segment::Cold);
         s.age_hot = age(Segment::Hot);
@@ -695,6 +671,7 @@ pub fn share(total: u64, index: usize, count: usize) -> u64 {
 }
 
 mod accounting;
+mod crawler;
 mod dump;
 mod expiry;
 mod meta;

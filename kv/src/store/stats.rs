@@ -86,6 +86,9 @@ pub struct ShardStats {
     /// Items an `lru_crawler crawl` looked at.
     #[serde(default)]
     pub crawler_items_checked: u64,
+    /// An `lru_crawler crawl` is running.
+    #[serde(default)]
+    pub crawling: bool,
     /// Per memcached slab class (index 0 is class 1).
     #[serde(default)]
     pub classes: Vec<ClassStats>,
@@ -237,6 +240,7 @@ impl ShardStats {
         self.direct_reclaims += o.direct_reclaims;
         self.crawler_reclaimed += o.crawler_reclaimed;
         self.crawler_items_checked += o.crawler_items_checked;
+        self.crawling |= o.crawling;
         if self.classes.len() < o.classes.len() {
             self.classes.resize(o.classes.len(), ClassStats::default());
         }
@@ -261,6 +265,7 @@ impl ShardStats {
             oldest_age: self.oldest_age,
             age_hot: self.age_hot,
             age_warm: self.age_warm,
+            crawling: self.crawling,
             ..ShardStats::default()
         };
         *self = keep;

@@ -128,6 +128,16 @@ impl Table {
         self.find(key).map(|s| &mut self.node_mut(s).item)
     }
 
+    /// Slots in use or free: every item's slot is below this.
+    pub fn slots(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The item in `slot`, if one is there.
+    pub fn at(&self, slot: Slot) -> Option<&Item> {
+        self.nodes.get(slot as usize).and_then(|n| n.as_ref()).map(|n| &n.item)
+    }
+
     /// The item in `slot`.
     pub fn item(&self, slot: Slot) -> &Item {
         &self.node(slot).item

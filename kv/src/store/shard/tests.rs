@@ -479,3 +479,27 @@ fn without_segments_every_item_is_cold() {
     let c = class_of(&s, 1, 1, 11);
     assert_eq!((c.segments, c.moves_to_cold, c.moves_to_warm), ([0, 0, 1, 0], 0, 0));
 }
+
+#[test]
+fn a_crawl_walks_in_bounded_steps_and_reclaims_what_is_dead() {
+    let mut s = shard(1 << 24);
+    for i in 0..1000 {
+        set(&mut s, &format!("k{i}"), "x", if i % 2 == 0 { 1 } else { 0 }, 10);
+    }
+    s.execute(Op::Crawl { classes: None, tocrawl: 0 }, 12, STARTED);
+    // The request ran one step: the rest is left for the maintainer.
+    assert!(s.crawling() && s.stats(12).crawling);
+    let checked = s.stats(12).crawler_items_checked;
+    assert_eq!(checked, CRAWL_STEP as u64);
+    let mut steps = 0;
+    while s.crawl_step(12, CRAWL_STEP) {
+        steps += 1;
+    }
+    assert!(!s.crawling() && steps >= 2);
+    let st = s.stats(12);
+    assert_eq!((st.crawler_items_checked, st.crawler_reclaimed, st.curr_items), (1000, 500, 500));
+    // `tocrawl` bounds the items checked per class.
+    s.execute(Op::Crawl { classes: None, tocrawl: 10 }, 12, STARTED);
+    while s.crawl_step(12, CRAWL_STEP) {}
+    assert_eq!(s.stats(12).crawler_items_checked, 1010);
+}
