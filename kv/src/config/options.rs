@@ -22,6 +22,9 @@ pub enum OptionError {
     /// The value is out of range.
     #[error("{0} must be {1}")]
     Range(String, &'static str),
+    /// HOT and WARM would take more than 80% of the memory.
+    #[error("hot_lru_pct + warm_lru_pct cannot be more than 80% combined")]
+    LruShares,
 }
 
 /// memcached 1.6.18's `-o` names that are accepted without effect here
@@ -40,7 +43,6 @@ const ACCEPTED: &[&str] = &[
     "no_inline_ascii_resp",
     "inline_ascii_resp",
     "modern",
-    "no_modern",
     "no_chunked_items",
     "no_drop_privileges",
     "drop_privileges",
@@ -86,7 +88,7 @@ pub struct Extended {
     /// Items per class a crawl checks at most (`lru_crawler_tocrawl`; 0:
     /// all).
     pub lru_crawler_tocrawl: u32,
-    /// The segmented LRU (`lru_segmented`, `no_lru_segmented`,
+    /// The segmented LRU (off with `no_lru_maintainer` or `no_modern`;
     /// `hot_lru_pct`, `warm_lru_pct`, `hot_max_factor`, `warm_max_factor`,
     /// `temporary_ttl`).
     pub lru: LruSettings,
@@ -119,11 +121,11 @@ fn kib(name: &str, v: Option<&str>) -> Result<u64, OptionError> {
     Ok(u64::from(n) * 1024)
 }
 
-/// A share of memory in percent, as memcached takes it: 1 to 80.
+/// A share of memory in percent, as memcached takes it: 1 to 79.
 fn percent(name: &str, v: Option<&str>) -> Result<u32, OptionError> {
     match safe_strtoul(value(name, v)?.as_bytes()) {
-        Some(p @ 1..=80) => Ok(p),
-        Some(_) => Err(OptionError::Range(name.to_string(), "between 1 and 80")),
+        Some(p @ 1..=79) => Ok(p),
+        Some(_) => Err(OptionError::Range(name.to_string(), "> 1 and < 80")),
         None => Err(OptionError::Unparsable(name.to_string())),
     }
 }
@@ -132,7 +134,7 @@ fn percent(name: &str, v: Option<&str>) -> Result<u32, OptionError> {
 fn factor(name: &str, v: Option<&str>) -> Result<f64, OptionError> {
     match safe_strtod(value(name, v)?.as_bytes()) {
         Some(f) if f > 0.0 => Ok(f),
-        Some(_) => Err(OptionError::Range(name.to_string(), "greater than 0")),
+        Some(_) => Err(OptionError::Range(name.to_string(), "> 0")),
         None => Err(OptionError::Unparsable(name.to_string())),
     }
 }
@@ -148,7 +150,7 @@ impl Extended {
         }
         // memcached's checks once every option is read.
         if x.lru.hot_lru_pct + x.lru.warm_lru_pct > 80 {
-            return Err(OptionError::Range("hot_lru_pct + warm_lru_pct".into(), "80 or less combined"));
+            return Err(OptionError::LruShares);
         }
         // The segments are the maintainer's to move: without it, one LRU.
         if !x.lru_maintainer {
@@ -182,8 +184,15 @@ impl Extended {
                 self.lru_crawler_tocrawl = safe_strtoul(value(name, v)?.as_bytes())
                     .ok_or_else(|| OptionError::Unparsable(name.to_string()))?;
             }
-            "lru_segmented" => self.lru.segmented = true,
-            "no_lru_segmented" => self.lru.segmented = false,
+            // memcached 1.6's switch back to 1.4's behaviour: one LRU, no
+            // maintainer or crawler, no slab moves.
+            "no_modern" => {
+                self.lru.segmented = false;
+                self.lru_maintainer = false;
+                self.lru_crawler = false;
+                self.slab_reassign = false;
+                self.slab_automove = 0;
+            }
             "hot_lru_pct" => self.lru.hot_lru_pct = percent(name, v)?,
             "warm_lru_pct" => self.lru.warm_lru_pct = percent(name, v)?,
             "hot_max_factor" => self.lru.hot_max_factor = factor(name, v)?,
@@ -254,10 +263,18 @@ mod tests {
         assert_eq!((lru.hot_lru_pct, lru.warm_lru_pct, lru.temporary_ttl), (10, 50, 30));
         assert_eq!((lru.hot_max_factor, lru.warm_max_factor), (0.5, 2.0));
         assert!(!Extended::default().lru.temp_lru);
-        assert!(!Extended::parse(&["no_lru_segmented"]).unwrap().lru.segmented);
-        assert!(Extended::parse(&["hot_lru_pct=50,warm_lru_pct=40"]).is_err());
-        assert!(Extended::parse(&["hot_lru_pct=0"]).is_err());
-        assert!(Extended::parse(&["warm_max_factor=0"]).is_err());
+        let old = Extended::parse(&["no_modern"]).unwrap();
+        assert!(!old.lru.segmented && !old.lru_maintainer && !old.lru_crawler);
+        // memcached 1.6.18 has no such names, and says so.
+        assert!(Extended::parse(&["no_lru_segmented"]).is_err());
+        let err = |o: &str| Extended::parse(&[o]).unwrap_err().to_string();
+        assert_eq!(
+            err("hot_lru_pct=50,warm_lru_pct=40"),
+            "hot_lru_pct + warm_lru_pct cannot be more than 80% combined"
+        );
+        assert_eq!(err("hot_lru_pct=0"), "hot_lru_pct must be > 1 and < 80");
+        assert_eq!(err("warm_lru_pct=80"), "warm_lru_pct must be > 1 and < 80");
+        assert_eq!(err("warm_max_factor=0"), "warm_max_factor must be > 0");
         assert!(Extended::parse(&["temporary_ttl=x"]).is_err());
     }
 

@@ -426,7 +426,7 @@ fn used_classes(st: &ShardStats) -> impl Iterator<Item = (u32, &ClassStats)> {
 /// `stats items`: memcached's keys for each class that holds items. The
 /// segments are per shard, not per class: `age_hot`, `age_warm` and `age`
 /// (COLD's) are those of the oldest tail over the shards.
-/// Without segments (`-o no_lru_segmented` or `no_lru_maintainer`) the
+/// Without segments (`-o no_lru_maintainer` or `no_modern`) the
 /// segments' keys are left out, as memcached does.
 fn item_class<S: Sink>(s: &mut S, st: &ShardStats, lru: &LruSettings) {
     let segmented = lru.segmented;

@@ -4,7 +4,7 @@
 //!
 //! * A new item enters HOT, or TEMP when `temporary_ttl` is set and the
 //!   item's time to live is at most that; without segmentation
-//!   (`-o no_lru_segmented` or `no_lru_maintainer`) every item is COLD.
+//!   (`-o no_lru_maintainer` or `no_modern`) every item is COLD.
 //! * A fetch marks an item fetched; a second fetch marks it active. An
 //!   item that becomes active while COLD moves to WARM at once (memcached
 //!   queues this move for its maintainer; here the fetch already runs with
@@ -32,7 +32,9 @@ const TAIL_TRIES: usize = 5;
 /// The segmented LRU's settings (memcached's `-o` names, with its defaults).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LruSettings {
-    /// HOT/WARM/COLD (`lru_segmented`); otherwise one LRU (COLD).
+    /// HOT/WARM/COLD; otherwise one LRU (COLD): memcached's
+    /// `lru_segmented`, which its `no_lru_maintainer` and `no_modern` turn
+    /// off.
     pub segmented: bool,
     /// HOT's share of the bytes, in percent (`hot_lru_pct`).
     pub hot_lru_pct: u32,
