@@ -1,10 +1,11 @@
-//! One shard of the table: a hash map with an LRU order and a memory limit,
-//! owned by one trustee. Every method runs on that trustee, with exclusive
+//! One shard of the table: its items on memcached's segmented LRU lists
+//! (`shard/table.rs`, `shard/segments.rs`) and a memory limit, owned by
+//! one trustee. Every method runs on that trustee, with exclusive
 //! access, so nothing here locks.
 //!
 //! Semantics follow memcached 1.6: lazy expiry and flush on lookup, unique
-//! CAS values, in-place incr/decr that pads with spaces, LRU eviction when
-//! a store needs room.
+//! CAS values, in-place incr/decr that pads with spaces, eviction from the
+//! COLD segment when a store needs room.
 //!
 //! `flush_all` only marks items invalid, as memcached does: they stay in
 //! the table (and in `curr_items` and `bytes`) until a request touches
