@@ -153,8 +153,10 @@ tar xzf "$tarball" -C "$work" || die "cannot unpack $tarball"
 # otherwise, the extstore files wait forever for items to reach a disk
 # that is not there (and metaget.t, which has an extstore part, with them).
 # For the files that start their own servers, it starts the server of the
-# column in MEMCACHED_T_SERVER with the file's arguments: memcached as
-# they are; gossamer-kv without memcached's -u (user) and -U (UDP), and
+# column in MEMCACHED_T_SERVER with the file's arguments, less the
+# harness's -o relaxed_privileges (known only to memcached's seccomp
+# builds): memcached as they are; gossamer-kv also without memcached's -u
+# (user) and -U (UDP), with half the -m per process for 2 processes, and
 # with its help leaving out unix sockets too, so that the harness gives it
 # a TCP port (rank 1's for kv-2: rank r listens on -p + r).
 mc=$(printf %q "$MEMCACHED")
@@ -172,11 +174,28 @@ if [ "\$#" = 1 ] && [ "\$1" = -h ]; then
     fi
     exit \$rc
 fi
-[[ \$kind == memcached ]] && exec $mc "\$@"
 args=()
 while [[ \$# -gt 0 ]]; do
     case \$1 in
-        -u | -U) shift 2 ;;
+        -o)
+            # The harness adds relaxed_privileges, which only memcached's
+            # seccomp builds know.
+            opts=\$(printf '%s' "\$2" | tr , '\\n' | grep -vx relaxed_privileges | paste -sd , -)
+            [[ -n \$opts ]] && args+=(-o "\$opts")
+            shift 2
+            ;;
+        -u | -U)
+            [[ \$kind == memcached ]] && args+=("\$1" "\$2")
+            shift 2
+            ;;
+        -m)
+            # A program of 2 processes is one server of the memory the
+            # file asks for: each process gets half (-m is per process).
+            mem=\$2
+            [[ \$kind == kv-2* ]] && mem=\$(((mem + 1) / 2))
+            args+=(-m "\$mem")
+            shift 2
+            ;;
         -p)
             port=\$2
             [[ \$kind == kv-2 ]] && port=\$((port - 1))
@@ -190,6 +209,7 @@ while [[ \$# -gt 0 ]]; do
     esac
 done
 case \$kind in
+    memcached) exec $mc "\${args[@]}" ;;
     kv-1) exec $kvq "\${args[@]}" ;;
     *) exec $kvq --processes 2 "\${args[@]}" ;;
 esac

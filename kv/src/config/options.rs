@@ -46,7 +46,6 @@ const ACCEPTED: &[&str] = &[
     "no_chunked_items",
     "no_drop_privileges",
     "drop_privileges",
-    "relaxed_privileges",
     "resp_obj_mem_limit",
     "read_buf_mem_limit",
     "ssl_chain_cert",

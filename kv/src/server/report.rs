@@ -275,12 +275,13 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
         s.stat("direct_reclaims", &st.direct_reclaims);
         s.stat("lru_bumps_dropped", &0);
     }
-    // This server's own.
-    s.stat("shards", &(cfg.shard_count() as u64 * n));
-    // Only a program of several processes has processes to tell apart.
-    if shared.processes > 1 {
+    // This server's own, in `stats process N` only: plain `stats` has
+    // exactly memcached's keys (its t/stats.t counts them). The program's
+    // shards and processes are in `stats settings`.
+    if let Some(rank) = totals.rank {
+        s.stat("shards", &(cfg.shard_count() as u64 * n));
         s.stat("processes", &n);
-        s.stat("rank", &totals.rank.unwrap_or(shared.rank));
+        s.stat("rank", &rank);
     }
 }
 
@@ -380,6 +381,8 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("num_napi_ids", &"(null)");
     s.stat("memory_file", &"(null)");
     // This server's own.
+    s.stat("processes", &shared.processes);
+    s.stat("shards", &(cfg.shard_count() * shared.processes));
     s.stat("dedicated_trustees", &cfg.dedicated_trustees);
     s.stat("idle_spin_us", &cfg.idle_spin_us);
     s.stat("wait_spin_us", &cfg.wait_spin_us);
