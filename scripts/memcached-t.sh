@@ -190,9 +190,11 @@ while [[ \$# -gt 0 ]]; do
             ;;
         -m)
             # A program of 2 processes is one server of the memory the
-            # file asks for: each process gets half (-m is per process).
+            # file asks for: each process gets half (-m is per process),
+            # and at least 2 MB (twice the largest item, as memcached
+            # requires).
             mem=\$2
-            [[ \$kind == kv-2* ]] && mem=\$(((mem + 1) / 2))
+            [[ \$kind == kv-2* ]] && mem=\$(((mem + 1) / 2)) && ((mem < 2)) && mem=2
             args+=(-m "\$mem")
             shift 2
             ;;
@@ -405,7 +407,7 @@ if [[ ${#regressions[@]} -gt 0 ]]; then
         s=${fs#*,}
         echo "--- $f on $s: ${result[$f,$s]} ($LOGS/$s/${f%.t}.log)"
         [[ ${result[$f,$s]} == timeout ]] && echo "    (still running after $T_TIMEOUT s)"
-        why "$LOGS/$s/${f%.t}.log" | sed 's/^/    /' || true
+        why "$LOGS/$s/${f%.t}.log" | cut -c1-300 | sed 's/^/    /' || true
     done
     exit 1
 fi
