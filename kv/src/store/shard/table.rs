@@ -9,9 +9,9 @@
 //! class, the items of each list (for `stats items`). What goes on which
 //! list, and when it moves, is the shard's policy (`segments.rs`).
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 
-use hashbrown::HashTable;
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::store::item::Item;
 
@@ -71,7 +71,9 @@ impl Default for List {
 /// The table (see the module documentation).
 pub struct Table {
     index: HashTable<Slot>,
-    hasher: RandomState,
+    /// Randomly seeded per table (foldhash): fast, and keys chosen by
+    /// clients cannot be aimed at one bucket without knowing the seed.
+    hasher: DefaultHashBuilder,
     nodes: Vec<Option<Node>>,
     free: Vec<Slot>,
     lists: [List; 4],
@@ -83,7 +85,7 @@ impl Default for Table {
     fn default() -> Table {
         Table {
             index: HashTable::new(),
-            hasher: RandomState::new(),
+            hasher: DefaultHashBuilder::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             lists: [List::default(); 4],
