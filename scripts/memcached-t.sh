@@ -384,7 +384,8 @@ for f in "${files[@]}"; do
         [[ $s == memcached ]] && base=$r
         result[$f,$s]=$r
         printf ' %-9s' "$r"
-        if [[ $s == kv-* && $base == pass && $r != pass ]]; then regressions+=("$f,$s"); fi
+        # ("-": a kv-2r0 file left out on purpose, see R0_FILES.)
+        if [[ $s == kv-* && $base == pass && $r != pass && $r != "-" ]]; then regressions+=("$f,$s"); fi
     done
     printf '\n'
 done
