@@ -260,7 +260,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("expired_unfetched", &st.expired_unfetched);
     s.stat("evicted_unfetched", &st.evicted_unfetched);
     if segmented {
-        s.stat("evicted_active", &0);
+        s.stat("evicted_active", &st.classes.iter().map(|c| c.evicted_active).sum::<u64>());
     }
     s.stat("evictions", &st.evictions);
     s.stat("reclaimed", &st.reclaimed);
@@ -457,7 +457,7 @@ fn item_class<S: Sink>(s: &mut S, st: &ShardStats, lru: &LruSettings) {
         put("expired_unfetched", &c.expired_unfetched);
         put("evicted_unfetched", &c.evicted_unfetched);
         if segmented {
-            put("evicted_active", &0);
+            put("evicted_active", &c.evicted_active);
         }
         put("crawler_reclaimed", &c.crawler_reclaimed);
         put("crawler_items_checked", &c.crawler_items_checked);

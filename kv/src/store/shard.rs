@@ -530,6 +530,7 @@ impl Shard {
         }
         while self.mem_used + size > self.mem_limit {
             let Some(victim) = self.victim() else { break };
+            let active = self.map.active(victim);
             let (k, old) = self.map.remove_slot(victim);
             self.stats.direct_reclaims += 1;
             let old_size = old.size(k.len()) as u64;
@@ -564,6 +565,7 @@ impl Shard {
                 c.evicted_nonzero += u64::from(old.exptime != 0);
                 c.evicted_unfetched += u64::from(!old.fetched);
                 c.evicted_time = u64::from(now.saturating_sub(old.time));
+                c.evicted_active += u64::from(active);
             }
         }
         let cas = self.next_cas();

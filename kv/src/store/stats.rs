@@ -142,6 +142,9 @@ pub struct ClassStats {
     /// Items an `lru_crawler crawl` looked at.
     #[serde(default)]
     pub crawler_items_checked: u64,
+    /// Evicted items that were active (fetched twice, not yet moved).
+    #[serde(default)]
+    pub evicted_active: u64,
     /// Items moved to COLD by the maintainer or a store.
     #[serde(default)]
     pub moves_to_cold: u64,
@@ -181,6 +184,7 @@ impl ClassStats {
         self.direct_reclaims += o.direct_reclaims;
         self.crawler_reclaimed += o.crawler_reclaimed;
         self.crawler_items_checked += o.crawler_items_checked;
+        self.evicted_active += o.evicted_active;
         self.moves_to_cold += o.moves_to_cold;
         self.moves_to_warm += o.moves_to_warm;
         self.moves_within_lru += o.moves_within_lru;

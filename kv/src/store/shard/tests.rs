@@ -503,3 +503,34 @@ fn a_crawl_walks_in_bounded_steps_and_reclaims_what_is_dead() {
     while s.crawl_step(12, CRAWL_STEP) {}
     assert_eq!(s.stats(12).crawler_items_checked, 1010);
 }
+
+#[test]
+fn an_active_item_evicted_when_nothing_else_is_left_counts_as_evicted_active() {
+    let item = item_size(1, 0, 100) as u64;
+    let lru = LruSettings { temp_lru: true, ..LruSettings::default() };
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: item,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru,
+    });
+    let v = "x".repeat(100);
+    // A TEMP item, active after two fetches (TEMP items never move).
+    set(&mut s, "t", &v, 30, 10);
+    assert!(get(&mut s, "t", 10).is_some());
+    assert!(get(&mut s, "t", 10).is_some());
+    set(&mut s, "b", &v, 0, 10);
+    assert!(get(&mut s, "t", 10).is_none());
+    let c = class_of(&s, 1, 100, 10);
+    assert_eq!((c.evicted, c.evicted_active, c.hits_to), (1, 1, [0, 0, 0, 2]));
+    // A HOT item rescued to WARM on the way down is no longer active.
+    let mut s = shard(item);
+    set(&mut s, "a", &v, 0, 10);
+    assert!(get(&mut s, "a", 10).is_some());
+    assert!(get(&mut s, "a", 10).is_some());
+    set(&mut s, "b", &v, 0, 10);
+    let c = class_of(&s, 1, 100, 10);
+    assert_eq!((c.evicted, c.evicted_active, c.moves_to_warm, c.moves_to_cold), (1, 0, 1, 1));
+}
