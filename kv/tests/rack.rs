@@ -266,9 +266,15 @@ fn stats_cover_the_program_and_each_process() {
     let all = stats(&mut c[1], "");
     assert_eq!(stat(&all, "curr_items"), "60");
     assert_eq!(stat(&all, "cmd_set"), "60");
-    assert_eq!(stat(&all, "processes"), "3");
     assert_eq!(stat(&all, "threads"), "3");
-    assert_eq!(stat(&all, "shards"), "3");
+    // Plain `stats` has memcached's keys only; the program's shape is in
+    // `stats settings`.
+    for key in ["processes", "shards", "rank"] {
+        assert!(!all.contains(&format!("STAT {key} ")), "{key} in plain stats");
+    }
+    let settings = stats(&mut c[1], " settings");
+    assert_eq!(stat(&settings, "processes"), "3");
+    assert_eq!(stat(&settings, "shards"), "3");
     assert_eq!(stat(&all, "limit_maxbytes"), ((3u64 * 16) << 20).to_string());
     assert_eq!(stat(&all, "curr_connections"), "3");
     let mut items = 0;
@@ -542,7 +548,7 @@ fn started_by_mpirun() {
     for i in 0..20 {
         b.check(format!("get m{i}\r\n").as_bytes(), format!("VALUE m{i} 0 2\r\nv{}\r\nEND\r\n", i % 10).as_bytes());
     }
-    assert_eq!(stat(&stats(&mut b, ""), "processes"), "2");
+    assert_eq!(stat(&stats(&mut b, " settings"), "processes"), "2");
     // mpirun forwards SIGTERM to its ranks; the program stops cleanly.
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pgid, libc::SIGTERM) };

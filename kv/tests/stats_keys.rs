@@ -14,9 +14,9 @@ use common::{bin_req, Proc, Raw};
 
 /// This server's keys after memcached's in `stats` (a program of several
 /// processes adds `processes` and `rank`).
-const GENERAL_EXTRAS: &[&str] = &["shards"];
+const GENERAL_EXTRAS: &[&str] = &[];
 /// This server's keys after memcached's in `stats settings`.
-const SETTINGS_EXTRAS: &[&str] = &["dedicated_trustees", "idle_spin_us", "wait_spin_us"];
+const SETTINGS_EXTRAS: &[&str] = &["processes", "shards", "dedicated_trustees", "idle_spin_us", "wait_spin_us"];
 /// `stats settings` values that legitimately differ with the same flags:
 /// the port and the key hash.
 const SETTINGS_DIFFER: &[&str] = &["tcpport", "hash_algorithm"];

@@ -5,6 +5,7 @@
 
 use crate::numeric::{safe_strtol, safe_strtoul};
 use crate::protocol::text::admin::safe_strtod;
+use crate::store::shard::LruSettings;
 
 /// What a bad `-o` option is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -21,6 +22,9 @@ pub enum OptionError {
     /// The value is out of range.
     #[error("{0} must be {1}")]
     Range(String, &'static str),
+    /// HOT and WARM would take more than 80% of the memory.
+    #[error("hot_lru_pct + warm_lru_pct cannot be more than 80% combined")]
+    LruShares,
 }
 
 /// memcached 1.6.18's `-o` names that are accepted without effect here
@@ -33,20 +37,12 @@ const ACCEPTED: &[&str] = &[
     "slab_automove_window",
     "tail_repair_time",
     "hash_algorithm",
-    "lru_crawler_sleep",
-    "lru_crawler_tocrawl",
-    "hot_lru_pct",
-    "warm_lru_pct",
-    "hot_max_factor",
-    "warm_max_factor",
-    "temporary_ttl",
     "idle_timeout",
     "slab_sizes",
     "slab_chunk_max",
     "no_inline_ascii_resp",
     "inline_ascii_resp",
     "modern",
-    "no_modern",
     "no_chunked_items",
     "no_drop_privileges",
     "drop_privileges",
@@ -85,6 +81,16 @@ pub struct Extended {
     /// Expired items are reclaimed in the background (`lru_maintainer`,
     /// `no_lru_maintainer`).
     pub lru_maintainer: bool,
+    /// Microseconds the LRU crawler rests between steps
+    /// (`lru_crawler_sleep`).
+    pub lru_crawler_sleep: u32,
+    /// Items per class a crawl checks at most (`lru_crawler_tocrawl`; 0:
+    /// all).
+    pub lru_crawler_tocrawl: u32,
+    /// The segmented LRU (off with `no_lru_maintainer` or `no_modern`;
+    /// `hot_lru_pct`, `warm_lru_pct`, `hot_max_factor`, `warm_max_factor`,
+    /// `temporary_ttl`).
+    pub lru: LruSettings,
 }
 
 impl Default for Extended {
@@ -98,6 +104,9 @@ impl Default for Extended {
             slab_reassign: true,
             lru_crawler: true,
             lru_maintainer: true,
+            lru_crawler_sleep: 100,
+            lru_crawler_tocrawl: 0,
+            lru: LruSettings::default(),
         }
     }
 }
@@ -111,6 +120,24 @@ fn kib(name: &str, v: Option<&str>) -> Result<u64, OptionError> {
     Ok(u64::from(n) * 1024)
 }
 
+/// A share of memory in percent, as memcached takes it: 1 to 79.
+fn percent(name: &str, v: Option<&str>) -> Result<u32, OptionError> {
+    match safe_strtoul(value(name, v)?.as_bytes()) {
+        Some(p @ 1..=79) => Ok(p),
+        Some(_) => Err(OptionError::Range(name.to_string(), "> 1 and < 80")),
+        None => Err(OptionError::Unparsable(name.to_string())),
+    }
+}
+
+/// An age factor, as memcached takes it: more than 0.
+fn factor(name: &str, v: Option<&str>) -> Result<f64, OptionError> {
+    match safe_strtod(value(name, v)?.as_bytes()) {
+        Some(f) if f > 0.0 => Ok(f),
+        Some(_) => Err(OptionError::Range(name.to_string(), "> 0")),
+        None => Err(OptionError::Unparsable(name.to_string())),
+    }
+}
+
 impl Extended {
     /// Applies the `-o` lists in `lists` in order.
     pub fn parse<S: AsRef<str>>(lists: &[S]) -> Result<Extended, OptionError> {
@@ -119,6 +146,14 @@ impl Extended {
             for opt in list.as_ref().split(',').filter(|o| !o.is_empty()) {
                 x.apply(opt)?;
             }
+        }
+        // memcached's checks once every option is read.
+        if x.lru.hot_lru_pct + x.lru.warm_lru_pct > 80 {
+            return Err(OptionError::LruShares);
+        }
+        // The segments are the maintainer's to move: without it, one LRU.
+        if !x.lru_maintainer {
+            x.lru.segmented = false;
         }
         Ok(x)
     }
@@ -139,6 +174,33 @@ impl Extended {
             "no_lru_crawler" => self.lru_crawler = false,
             "lru_maintainer" => self.lru_maintainer = true,
             "no_lru_maintainer" => self.lru_maintainer = false,
+            "lru_crawler_sleep" => match safe_strtoul(value(name, v)?.as_bytes()) {
+                Some(us @ 0..=1_000_000) => self.lru_crawler_sleep = us,
+                Some(_) => return Err(OptionError::Range(name.to_string(), "between 0 and 1000000")),
+                None => return Err(OptionError::Unparsable(name.to_string())),
+            },
+            "lru_crawler_tocrawl" => {
+                self.lru_crawler_tocrawl = safe_strtoul(value(name, v)?.as_bytes())
+                    .ok_or_else(|| OptionError::Unparsable(name.to_string()))?;
+            }
+            // memcached 1.6's switch back to 1.4's behaviour: one LRU, no
+            // maintainer or crawler, no slab moves.
+            "no_modern" => {
+                self.lru.segmented = false;
+                self.lru_maintainer = false;
+                self.lru_crawler = false;
+                self.slab_reassign = false;
+                self.slab_automove = 0;
+            }
+            "hot_lru_pct" => self.lru.hot_lru_pct = percent(name, v)?,
+            "warm_lru_pct" => self.lru.warm_lru_pct = percent(name, v)?,
+            "hot_max_factor" => self.lru.hot_max_factor = factor(name, v)?,
+            "warm_max_factor" => self.lru.warm_max_factor = factor(name, v)?,
+            "temporary_ttl" => {
+                self.lru.temp_lru = true;
+                self.lru.temporary_ttl = safe_strtoul(value(name, v)?.as_bytes())
+                    .ok_or_else(|| OptionError::Unparsable(name.to_string()))?;
+            }
             "slab_automove" => {
                 let Some(v) = v else {
                     self.slab_automove = 1;
@@ -189,6 +251,30 @@ mod tests {
         let x = Extended::parse(&["no_lru_maintainer,no_lru_crawler"]).unwrap();
         assert!(!x.lru_maintainer && !x.lru_crawler);
         assert!(x.lru_maintainer != Extended::parse(&["lru_maintainer"]).unwrap().lru_maintainer);
+        assert!(!x.lru.segmented, "no maintainer: one LRU");
+    }
+
+    #[test]
+    fn segmented_lru_settings() {
+        let x = Extended::parse(&["hot_lru_pct=10,warm_lru_pct=50,hot_max_factor=0.5,temporary_ttl=30"]).unwrap();
+        let lru = x.lru;
+        assert!(lru.segmented && lru.temp_lru);
+        assert_eq!((lru.hot_lru_pct, lru.warm_lru_pct, lru.temporary_ttl), (10, 50, 30));
+        assert_eq!((lru.hot_max_factor, lru.warm_max_factor), (0.5, 2.0));
+        assert!(!Extended::default().lru.temp_lru);
+        let old = Extended::parse(&["no_modern"]).unwrap();
+        assert!(!old.lru.segmented && !old.lru_maintainer && !old.lru_crawler);
+        // memcached 1.6.18 has no such names, and says so.
+        assert!(Extended::parse(&["no_lru_segmented"]).is_err());
+        let err = |o: &str| Extended::parse(&[o]).unwrap_err().to_string();
+        assert_eq!(
+            err("hot_lru_pct=50,warm_lru_pct=40"),
+            "hot_lru_pct + warm_lru_pct cannot be more than 80% combined"
+        );
+        assert_eq!(err("hot_lru_pct=0"), "hot_lru_pct must be > 1 and < 80");
+        assert_eq!(err("warm_lru_pct=80"), "warm_lru_pct must be > 1 and < 80");
+        assert_eq!(err("warm_max_factor=0"), "warm_max_factor must be > 0");
+        assert!(Extended::parse(&["temporary_ttl=x"]).is_err());
     }
 
     proptest! {

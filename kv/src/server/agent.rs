@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::shared::{CounterValues, Shared};
 use super::wake;
+use crate::protocol::text::CrawlerSetting;
 
 /// A process of the server, as its agent property.
 pub struct Agent {
@@ -32,6 +33,12 @@ pub enum AgentOp {
     Flush(i64),
     /// `verbosity`: the new level.
     Verbosity(u32),
+    /// `lru_crawler enable` (true) or `disable`.
+    Crawler(bool),
+    /// `lru_crawler sleep` or `tocrawl`.
+    CrawlerSetting(CrawlerSetting),
+    /// `lru_crawler crawl` has started: the maintainers walk it.
+    CrawlStarted,
     /// Stop serving (the program is ending).
     Stop,
 }
@@ -133,6 +140,22 @@ impl Agent {
             }
             AgentOp::Verbosity(level) => {
                 sh.verbosity.store(level, Ordering::Relaxed);
+                AgentReply::Done
+            }
+            AgentOp::Crawler(enable) => {
+                sh.admin.lru_crawler.store(enable, Ordering::Relaxed);
+                AgentReply::Done
+            }
+            AgentOp::CrawlerSetting(CrawlerSetting::Sleep(us)) => {
+                sh.admin.crawler_sleep.store(us, Ordering::Relaxed);
+                AgentReply::Done
+            }
+            AgentOp::CrawlerSetting(CrawlerSetting::ToCrawl(n)) => {
+                sh.admin.crawler_tocrawl.store(n, Ordering::Relaxed);
+                AgentReply::Done
+            }
+            AgentOp::CrawlStarted => {
+                sh.maintenance.wake();
                 AgentReply::Done
             }
             AgentOp::Stop => {

@@ -14,7 +14,9 @@
 //! for. Being on the shard's thread, the delegation takes the trust's
 //! local shortcut: the work runs between the trustee's other requests,
 //! nothing is locked, and a process never reclaims another process's
-//! shards. With `-o no_lru_maintainer` the timer still keeps the clock,
+//! shards. A maintainer also walks its shard's `lru_crawler crawl`, a
+//! step at a time, from when the crawl starts (the process's agent wakes
+//! the maintainers) until it is done. With `-o no_lru_maintainer` the timer still keeps the clock,
 //! but nothing is reclaimed in the background, as in memcached.
 
 use std::sync::atomic::Ordering;
@@ -27,6 +29,7 @@ use gossamer::{Parker, Trust, Unparker};
 
 use super::shared::{bump, Shared};
 use crate::clock;
+use crate::store::shard::CRAWL_STEP;
 use crate::store::Shard;
 
 /// Items one delegated pass may reclaim before the trustee serves others.
@@ -77,6 +80,13 @@ impl Maintenance {
         }
     }
 
+    /// Wakes the maintainers (an `lru_crawler crawl` has started).
+    pub fn wake(&self) {
+        for u in lock(&self.fibers).iter() {
+            u.unpark();
+        }
+    }
+
     /// Stops the timer and wakes the maintainers (the process is stopping).
     pub fn stop(&self) {
         drop(lock(&self.stop).take());
@@ -107,7 +117,14 @@ pub fn run(shared: Arc<Shared>, shard: Trust<Shard>, counts: bool) {
     while !shared.stop.load(Ordering::SeqCst) {
         parker.park();
         let now = clock::now();
-        if shared.stop.load(Ordering::SeqCst) || now == last || !shared.admin.lru_maintainer {
+        if shared.stop.load(Ordering::SeqCst) {
+            continue;
+        }
+        // A crawl walks on, a step at a time, until done.
+        while shard.apply(move |s: &mut Shard| s.crawl_step(now, CRAWL_STEP)) {
+            gossamer::yield_now();
+        }
+        if now == last || !shared.admin.lru_maintainer {
             continue;
         }
         last = now;

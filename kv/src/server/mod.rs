@@ -56,6 +56,7 @@ pub(crate) fn shard_threads(config: &Config, threads: std::ops::Range<usize>) ->
 /// The settings of shard `index` of `count`, for a process with
 /// `per_process` shards.
 pub(crate) fn shard_config(config: &Config, index: usize, count: usize, per_process: usize) -> ShardConfig {
+    let extended = config.extended_options().unwrap_or_default();
     ShardConfig {
         index,
         count,
@@ -63,7 +64,8 @@ pub(crate) fn shard_config(config: &Config, index: usize, count: usize, per_proc
         mem_limit: share(config.memory_bytes(), index % per_process.max(1), per_process),
         item_size_max: config.item_size_max,
         // Without the background reclaim, stores reclaim from the tail.
-        tail_reclaim: !config.extended_options().unwrap_or_default().lru_maintainer,
+        tail_reclaim: !extended.lru_maintainer,
+        lru: extended.lru,
     }
 }
 

@@ -16,6 +16,7 @@ use crate::clock;
 use crate::protocol::binary::reply as bin_reply;
 use crate::protocol::binary::BinCtx;
 use crate::protocol::text::StatsKind;
+use crate::store::shard::LruSettings;
 use crate::store::{classes, ClassStats, Outcome, ShardStats};
 
 /// The version this server reports.
@@ -131,7 +132,7 @@ pub fn write<S: Sink>(mut sink: S, kind: StatsKind, shared: &Shared, totals: &To
     match kind {
         StatsKind::General | StatsKind::Process(_) => general(&mut sink, shared, totals),
         StatsKind::Settings => settings(&mut sink, shared),
-        StatsKind::Items => item_class(&mut sink, items, shared.admin.lru_maintainer),
+        StatsKind::Items => item_class(&mut sink, items, &shared.admin.lru),
         StatsKind::Slabs => slabs(&mut sink, items),
         StatsKind::Sizes => sizes(&mut sink, shared, items),
         StatsKind::Reset => {}
@@ -242,13 +243,13 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     // As in memcached, the crawler's and the maintainer's keys are there
     // while they are on.
     if shared.admin.lru_crawler.load(Ordering::Relaxed) {
-        s.stat("lru_crawler_running", &0);
+        s.stat("lru_crawler_running", &u8::from(st.crawling));
         s.stat("lru_crawler_starts", &p.crawls);
     }
-    let segmented = shared.admin.lru_maintainer;
-    if segmented {
+    if shared.admin.lru_maintainer {
         s.stat("lru_maintainer_juggles", &p.juggles);
     }
+    let segmented = shared.admin.lru.segmented;
     s.stat("malloc_fails", &0);
     log_stats(s, shared);
     zeros(s, &["unexpected_napi_ids", "round_robin_fallback"]);
@@ -259,7 +260,7 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("expired_unfetched", &st.expired_unfetched);
     s.stat("evicted_unfetched", &st.evicted_unfetched);
     if segmented {
-        s.stat("evicted_active", &0);
+        s.stat("evicted_active", &st.classes.iter().map(|c| c.evicted_active).sum::<u64>());
     }
     s.stat("evictions", &st.evictions);
     s.stat("reclaimed", &st.reclaimed);
@@ -267,16 +268,20 @@ fn general<S: Sink>(s: &mut S, shared: &Shared, totals: &Totals) {
     s.stat("crawler_items_checked", &st.crawler_items_checked);
     s.stat("lrutail_reflocked", &0);
     if segmented {
-        zeros(s, &["moves_to_cold", "moves_to_warm", "moves_within_lru"]);
+        let sum = |f: fn(&ClassStats) -> u64| st.classes.iter().map(f).sum::<u64>();
+        s.stat("moves_to_cold", &sum(|c| c.moves_to_cold));
+        s.stat("moves_to_warm", &sum(|c| c.moves_to_warm));
+        s.stat("moves_within_lru", &sum(|c| c.moves_within_lru));
         s.stat("direct_reclaims", &st.direct_reclaims);
         s.stat("lru_bumps_dropped", &0);
     }
-    // This server's own.
-    s.stat("shards", &(cfg.shard_count() as u64 * n));
-    // Only a program of several processes has processes to tell apart.
-    if shared.processes > 1 {
+    // This server's own, in `stats process N` only: plain `stats` has
+    // exactly memcached's keys (its t/stats.t counts them). The program's
+    // shards and processes are in `stats settings`.
+    if let Some(rank) = totals.rank {
+        s.stat("shards", &(cfg.shard_count() as u64 * n));
         s.stat("processes", &n);
-        s.stat("rank", &totals.rank.unwrap_or(shared.rank));
+        s.stat("rank", &rank);
     }
 }
 
@@ -330,20 +335,21 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("slab_automove_window", &30);
     s.stat("slab_chunk_max", &524_288);
     s.stat("lru_crawler", &yes_no(admin.lru_crawler.load(Ordering::Relaxed)));
-    s.stat("lru_crawler_sleep", &100);
-    s.stat("lru_crawler_tocrawl", &0);
+    s.stat("lru_crawler_sleep", &admin.crawler_sleep.load(Ordering::Relaxed));
+    s.stat("lru_crawler_tocrawl", &admin.crawler_tocrawl.load(Ordering::Relaxed));
     s.stat("tail_repair_time", &0);
     s.stat("flush_enabled", &"yes");
     s.stat("dump_enabled", &"yes");
     s.stat("hash_algorithm", &"fnv1a");
     s.stat("lru_maintainer_thread", &yes_no(admin.lru_maintainer));
-    s.stat("lru_segmented", &"yes");
-    s.stat("hot_lru_pct", &20);
-    s.stat("warm_lru_pct", &40);
-    s.stat("hot_max_factor", &"0.20");
-    s.stat("warm_max_factor", &"2.00");
-    s.stat("temp_lru", &"no");
-    s.stat("temporary_ttl", &61);
+    let lru = &admin.lru;
+    s.stat("lru_segmented", &yes_no(lru.segmented));
+    s.stat("hot_lru_pct", &lru.hot_lru_pct);
+    s.stat("warm_lru_pct", &lru.warm_lru_pct);
+    s.stat("hot_max_factor", &format!("{:.2}", lru.hot_max_factor));
+    s.stat("warm_max_factor", &format!("{:.2}", lru.warm_max_factor));
+    s.stat("temp_lru", &yes_no(lru.temp_lru));
+    s.stat("temporary_ttl", &lru.temporary_ttl);
     s.stat("idle_timeout", &0);
     s.stat("watcher_logbuf_size", &admin.watcher_logbuf_size);
     s.stat("worker_logbuf_size", &admin.worker_logbuf_size);
@@ -375,6 +381,8 @@ fn settings<S: Sink>(s: &mut S, shared: &Shared) {
     s.stat("num_napi_ids", &"(null)");
     s.stat("memory_file", &"(null)");
     // This server's own.
+    s.stat("processes", &shared.processes);
+    s.stat("shards", &(cfg.shard_count() * shared.processes));
     s.stat("dedicated_trustees", &cfg.dedicated_trustees);
     s.stat("idle_spin_us", &cfg.idle_spin_us);
     s.stat("wait_spin_us", &cfg.wait_spin_us);
@@ -418,22 +426,25 @@ fn used_classes(st: &ShardStats) -> impl Iterator<Item = (u32, &ClassStats)> {
     st.classes.iter().zip(1u32..).filter(|(c, _)| c.number > 0).map(|(c, id)| (id, c))
 }
 
-/// `stats items`: memcached's keys for each class that holds items. There
-/// is one plain LRU per shard: every item counts as hot (where memcached
-/// puts new items), `age` is the oldest item's, and the segmented-LRU and
-/// crawler counters are 0.
-/// Without the maintainer (`-o no_lru_maintainer`) memcached's LRU is not
-/// segmented, and the segments' keys are left out, as memcached does.
-fn item_class<S: Sink>(s: &mut S, st: &ShardStats, segmented: bool) {
+/// `stats items`: memcached's keys for each class that holds items. The
+/// segments are per shard, not per class: `age_hot`, `age_warm` and `age`
+/// (COLD's) are those of the oldest tail over the shards.
+/// Without segments (`-o no_lru_maintainer` or `no_modern`) the
+/// segments' keys are left out, as memcached does.
+fn item_class<S: Sink>(s: &mut S, st: &ShardStats, lru: &LruSettings) {
+    let segmented = lru.segmented;
     for (id, c) in used_classes(st) {
         let mut put = |name: &str, v: &dyn Display| s.stat(&format!("items:{id}:{name}"), v);
         put("number", &c.number);
         if segmented {
-            put("number_hot", &c.number);
-            put("number_warm", &0);
-            put("number_cold", &0);
-            put("age_hot", &0);
-            put("age_warm", &0);
+            put("number_hot", &c.segments[0]);
+            put("number_warm", &c.segments[1]);
+            put("number_cold", &c.segments[2]);
+            if lru.temp_lru {
+                put("number_temp", &c.segments[3]);
+            }
+            put("age_hot", &st.age_hot);
+            put("age_warm", &st.age_warm);
         }
         put("age", &st.oldest_age);
         put("mem_requested", &c.mem_requested);
@@ -446,18 +457,18 @@ fn item_class<S: Sink>(s: &mut S, st: &ShardStats, segmented: bool) {
         put("expired_unfetched", &c.expired_unfetched);
         put("evicted_unfetched", &c.evicted_unfetched);
         if segmented {
-            put("evicted_active", &0);
+            put("evicted_active", &c.evicted_active);
         }
         put("crawler_reclaimed", &c.crawler_reclaimed);
         put("crawler_items_checked", &c.crawler_items_checked);
         put("lrutail_reflocked", &0);
         if segmented {
-            put("moves_to_cold", &0);
-            put("moves_to_warm", &0);
-            put("moves_within_lru", &0);
+            put("moves_to_cold", &c.moves_to_cold);
+            put("moves_to_warm", &c.moves_to_warm);
+            put("moves_within_lru", &c.moves_within_lru);
             put("direct_reclaims", &c.direct_reclaims);
-            for name in ["hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"] {
-                put(name, &0);
+            for (name, n) in ["hits_to_hot", "hits_to_warm", "hits_to_cold", "hits_to_temp"].iter().zip(c.hits_to) {
+                put(name, &n);
             }
         }
     }

@@ -129,6 +129,8 @@ pub enum Op {
     Crawl {
         /// Slab class ids to crawl; `None` for all.
         classes: Option<Vec<u32>>,
+        /// Items to check per class at most (0: all).
+        tocrawl: u32,
     },
     /// Read the shard's counters, optionally resetting them.
     Stats {

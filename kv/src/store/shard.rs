@@ -1,10 +1,11 @@
-//! One shard of the table: a hash map with an LRU order and a memory limit,
-//! owned by one trustee. Every method runs on that trustee, with exclusive
+//! One shard of the table: its items on memcached's segmented LRU lists
+//! (`shard/table.rs`, `shard/segments.rs`) and a memory limit, owned by
+//! one trustee. Every method runs on that trustee, with exclusive
 //! access, so nothing here locks.
 //!
 //! Semantics follow memcached 1.6: lazy expiry and flush on lookup, unique
-//! CAS values, in-place incr/decr that pads with spaces, LRU eviction when
-//! a store needs room.
+//! CAS values, in-place incr/decr that pads with spaces, eviction from the
+//! COLD segment when a store needs room.
 //!
 //! `flush_all` only marks items invalid, as memcached does: they stay in
 //! the table (and in `curr_items` and `bytes`) until a request touches
@@ -23,14 +24,15 @@
 //! shard's expiry queue (`shard/expiry.rs`), and the flushed ones, so that
 //! memory and `curr_items` go down without anyone asking for those keys.
 
-use lru::LruCache;
-
 use super::item::{item_size_ok, Item};
 use super::op::{Hit, Op, Outcome, StoreMode};
 use super::stats::{ClassStats, ShardStats};
 use crate::clock;
 use crate::numeric;
+use crawler::CrawlJob;
 use expiry::Expiry;
+pub use segments::LruSettings;
+use table::{Segment, Slot, Table};
 
 /// memcached refreshes an item's access time at most this often (seconds).
 const ITEM_UPDATE_INTERVAL: u32 = 60;
@@ -41,6 +43,9 @@ const TAIL_SEARCH: usize = 5;
 
 /// Flushed items a request reclaims from the LRU tail before it runs.
 pub const CRAWL_BUDGET: usize = 64;
+
+/// Slots one step of an `lru_crawler crawl` looks at.
+pub const CRAWL_STEP: usize = 256;
 
 /// How a shard is set up.
 #[derive(Debug, Clone, Copy)]
@@ -56,11 +61,14 @@ pub struct ShardConfig {
     /// Each store first reclaims expired items from the LRU tail, as
     /// memcached does when its LRU maintainer is off.
     pub tail_reclaim: bool,
+    /// The segmented LRU's settings.
+    pub lru: LruSettings,
 }
 
 /// A shard of the table.
 pub struct Shard {
-    map: LruCache<Box<[u8]>, Item>,
+    map: Table,
+    lru: LruSettings,
     mem_used: u64,
     mem_limit: u64,
     item_size_max: usize,
@@ -84,6 +92,8 @@ pub struct Shard {
     sizes: Vec<u64>,
     /// Keys by expiration time, for the background reclaim.
     expiry: Expiry,
+    /// The `lru_crawler crawl` in progress, if any.
+    crawler: Option<CrawlJob>,
 }
 
 /// State of a key found in the map.
@@ -98,7 +108,8 @@ impl Shard {
     pub fn new(cfg: ShardConfig) -> Shard {
         let count = cfg.count.max(1) as u64;
         Shard {
-            map: LruCache::unbounded(),
+            map: Table::default(),
+            lru: cfg.lru,
             mem_used: 0,
             mem_limit: cfg.mem_limit,
             item_size_max: cfg.item_size_max,
@@ -114,6 +125,7 @@ impl Shard {
             classes: accounting::empty(),
             sizes: Vec::new(),
             expiry: Expiry::default(),
+            crawler: None,
         }
     }
 
@@ -168,8 +180,8 @@ impl Shard {
             }
             Op::Dump { classes } => Outcome::Meta(self.dump(classes.as_deref(), now, started)),
             Op::CacheDump { class, limit } => Outcome::Meta(self.cachedump(class, limit, now, started)),
-            Op::Crawl { classes } => {
-                self.crawl_classes(classes.as_deref(), now);
+            Op::Crawl { classes, tocrawl } => {
+                self.start_crawl(classes, tocrawl, now, CRAWL_STEP);
                 Outcome::Done
             }
             Op::Stats { reset } => {
@@ -193,6 +205,7 @@ impl Shard {
             self.crawl(now, budget);
         }
         let mut more = self.crawl_at != 0 && now >= self.crawl_at;
+        more |= self.juggle(now, budget);
         let mut checked = 0;
         while let Some(key) = self.expiry.next_due(now) {
             checked += 1;
@@ -219,7 +232,7 @@ impl Shard {
             }
         }
         if self.expiry.wants_rebuild(self.map.len()) {
-            self.expiry.rebuild(self.map.iter().map(|(k, it)| (&k[..], it.exptime)));
+            self.expiry.rebuild(self.map.iter().map(|(k, it)| (k, it.exptime)));
         }
         more
     }
@@ -229,51 +242,26 @@ impl Shard {
     /// [`TAIL_SEARCH`] of the LRU tail, up to the first live one.
     fn reclaim_tail(&mut self, now: u32) {
         for _ in 0..TAIL_SEARCH {
-            match self.map.peek_lru() {
-                Some((_, it)) if it.expired(now) || self.is_flushed(it, now) => {}
+            match self.map.tail(Segment::Cold) {
+                Some(s) if self.map.item(s).expired(now) || self.is_flushed(self.map.item(s), now) => {
+                    self.reclaim_slot(s)
+                }
                 _ => return,
-            }
-            let Some((k, it)) = self.map.pop_lru() else { return };
-            let size = it.size(k.len()) as u64;
-            self.mem_used -= size;
-            self.account_out(it.class, size);
-            self.account_reclaimed(it.class, it.fetched);
-            self.stats.reclaimed += 1;
-            if !it.fetched {
-                self.stats.expired_unfetched += 1;
             }
         }
     }
 
-    /// `lru_crawler crawl`: looks at every item of `classes` (all: `None`)
-    /// and removes the expired and flushed ones, counted as memcached's
-    /// crawler counts them (`crawler_reclaimed`, `crawler_items_checked`,
-    /// `expired_unfetched`). The whole shard in one request: an
-    /// administrative command, not a background task.
-    fn crawl_classes(&mut self, classes: Option<&[u32]>, now: u32) {
-        let mut dead = Vec::new();
-        let mut checked = Vec::new();
-        for (k, it) in self.map.iter() {
-            if classes.is_some_and(|c| !c.contains(&u32::from(it.class))) {
-                continue;
-            }
-            checked.push(it.class);
-            if it.expired(now) || self.is_flushed(it, now) {
-                dead.push(k.clone());
-            }
-        }
-        self.stats.crawler_items_checked += checked.len() as u64;
-        for class in checked {
-            self.class_mut(class).crawler_items_checked += 1;
-        }
-        for k in dead {
-            if let Some(it) = self.remove(&k) {
-                let c = self.class_mut(it.class);
-                c.crawler_reclaimed += 1;
-                c.expired_unfetched += u64::from(!it.fetched);
-                self.stats.crawler_reclaimed += 1;
-                self.stats.expired_unfetched += u64::from(!it.fetched);
-            }
+    /// Removes the item in `slot`, counted as `reclaimed` (expired or
+    /// flushed, found by the shard itself).
+    fn reclaim_slot(&mut self, slot: Slot) {
+        let (k, it) = self.map.remove_slot(slot);
+        let size = it.size(k.len()) as u64;
+        self.mem_used -= size;
+        self.account_out(it.class, size);
+        self.account_reclaimed(it.class, it.fetched);
+        self.stats.reclaimed += 1;
+        if !it.fetched {
+            self.stats.expired_unfetched += 1;
         }
     }
 
@@ -290,8 +278,16 @@ impl Shard {
         s.curr_items = self.map.len() as u64;
         s.bytes = self.mem_used;
         s.limit_maxbytes = self.mem_limit;
-        s.oldest_age = self.map.peek_lru().map_or(0, |(_, it)| u64::from(now.saturating_sub(it.time)));
+        s.crawling = self.crawling();
+        let age = |seg| self.map.tail(seg).map_or(0, |t| u64::from(now.saturating_sub(self.map.item(t).time)));
+        s.oldest_age = age(Segment::Cold);
+        s.age_hot = age(Segment::Hot);
+        s.age_warm = age(Segment::Warm);
+
         s.classes = self.classes.clone();
+        for (c, class) in s.classes.iter_mut().zip(1u8..) {
+            c.segments = self.map.class_counts(class);
+        }
         s.sizes = self.size_buckets();
         s
     }
@@ -320,34 +316,28 @@ impl Shard {
         it.cas < self.oldest_cas || (self.oldest_live != 0 && self.oldest_live <= now && it.time <= self.oldest_live)
     }
 
-    /// Reclaims up to `budget` flushed items from the LRU tail, as
-    /// memcached's LRU maintainer does (counted as `reclaimed`). Flushed
-    /// items are always the tail: a flush invalidates everything stored
-    /// before it, and touching a flushed item removes it.
+    /// Reclaims up to `budget` flushed items from the tails of the LRU
+    /// segments, as memcached's LRU maintainer does (counted as
+    /// `reclaimed`). Flushed items gather at the tails: a flush
+    /// invalidates everything stored before it, and touching a flushed
+    /// item removes it.
     fn crawl(&mut self, now: u32, budget: usize) {
-        for _ in 0..budget {
-            match self.map.peek_lru() {
-                Some((_, it)) if self.is_flushed(it, now) => {}
-                _ => {
-                    // Done; a delayed flush still to come gets its own crawl.
-                    self.crawl_at = if self.oldest_live > now { self.oldest_live.saturating_add(1) } else { 0 };
+        let mut left = budget;
+        for seg in Segment::ALL {
+            while let Some(s) = self.map.tail(seg).filter(|&s| self.is_flushed(self.map.item(s), now)) {
+                if left == 0 {
                     return;
                 }
-            }
-            let Some((k, it)) = self.map.pop_lru() else { break };
-            let size = it.size(k.len()) as u64;
-            self.mem_used -= size;
-            self.account_out(it.class, size);
-            self.account_reclaimed(it.class, it.fetched);
-            self.stats.reclaimed += 1;
-            if !it.fetched {
-                self.stats.expired_unfetched += 1;
+                left -= 1;
+                self.reclaim_slot(s);
             }
         }
+        // Done; a delayed flush still to come gets its own crawl.
+        self.crawl_at = if self.oldest_live > now { self.oldest_live.saturating_add(1) } else { 0 };
     }
 
     fn remove(&mut self, key: &[u8]) -> Option<Item> {
-        let it = self.map.pop(key)?;
+        let it = self.map.remove(key)?;
         let size = it.size(key.len()) as u64;
         self.mem_used -= size;
         self.account_out(it.class, size);
@@ -383,16 +373,34 @@ impl Shard {
         }
     }
 
-    /// The live item under `key`, moved to the head of the LRU order.
+    /// The live item under `key`, its access time refreshed as memcached's
+    /// `do_item_update` does (without segments, also moved to the head of
+    /// the LRU).
     fn bump(&mut self, key: &[u8], now: u32) -> Option<&mut Item> {
         if !self.live(key, now) {
             return None;
         }
-        let it = self.map.get_mut(key)?;
+        let slot = self.map.find(key)?;
+        if !self.lru.segmented {
+            let seg = self.map.segment(slot);
+            self.map.move_to(slot, seg);
+        }
+        let it = self.map.item_mut(slot);
         if it.time < now.saturating_sub(ITEM_UPDATE_INTERVAL) {
             it.time = now;
         }
         Some(it)
+    }
+
+    /// The live item under `key`, fetched by a client (see
+    /// [`Shard::fetched`]).
+    fn fetch(&mut self, key: &[u8], now: u32) -> Option<&mut Item> {
+        if !self.live(key, now) {
+            return None;
+        }
+        let slot = self.map.find(key)?;
+        self.fetched(slot, now);
+        Some(self.map.item_mut(slot))
     }
 
     fn get(&mut self, key: Vec<u8>, touch: Option<u32>, value: bool, now: u32) -> Outcome {
@@ -403,7 +411,7 @@ impl Shard {
         if !plain_touch {
             self.stats.cmd_get += 1;
         }
-        let Some(it) = self.bump(&key, now) else {
+        let Some(it) = self.fetch(&key, now) else {
             if touch.is_some() {
                 self.stats.touch_misses += 1;
             }
@@ -521,7 +529,9 @@ impl Shard {
             return None;
         }
         while self.mem_used + size > self.mem_limit {
-            let Some((k, old)) = self.map.pop_lru() else { break };
+            let Some(victim) = self.victim() else { break };
+            let active = self.map.active(victim);
+            let (k, old) = self.map.remove_slot(victim);
             self.stats.direct_reclaims += 1;
             let old_size = old.size(k.len()) as u64;
             self.mem_used -= old_size;
@@ -555,6 +565,7 @@ impl Shard {
                 c.evicted_nonzero += u64::from(old.exptime != 0);
                 c.evicted_unfetched += u64::from(!old.fetched);
                 c.evicted_time = u64::from(now.saturating_sub(old.time));
+                c.evicted_active += u64::from(active);
             }
         }
         let cas = self.next_cas();
@@ -563,7 +574,8 @@ impl Shard {
         self.account_in(item.class, size);
         self.stats.total_items += 1;
         self.expiry.schedule(&key, item.exptime);
-        self.map.put(key.into_boxed_slice(), item);
+        let segment = self.entry_segment(item.exptime, now);
+        self.map.insert(key.into_boxed_slice(), item, segment, size);
         Some(cas)
     }
 
@@ -662,9 +674,12 @@ pub fn share(total: u64, index: usize, count: usize) -> u64 {
 }
 
 mod accounting;
+mod crawler;
 mod dump;
 mod expiry;
 mod meta;
+mod segments;
+mod table;
 
 #[cfg(test)]
 mod tests;

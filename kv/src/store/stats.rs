@@ -68,8 +68,15 @@ pub struct ShardStats {
     pub reclaimed: u64,
     /// Expired items removed that were never read.
     pub expired_unfetched: u64,
-    /// Age in seconds of the least recently used item.
+    /// Age in seconds of the least recently used item of COLD (memcached's
+    /// `age`).
     pub oldest_age: u64,
+    /// Age in seconds of HOT's least recently used item.
+    #[serde(default)]
+    pub age_hot: u64,
+    /// Age in seconds of WARM's least recently used item.
+    #[serde(default)]
+    pub age_warm: u64,
     /// Items a store removed from the LRU tail to make room (memcached's
     /// `direct_reclaims`).
     pub direct_reclaims: u64,
@@ -79,6 +86,9 @@ pub struct ShardStats {
     /// Items an `lru_crawler crawl` looked at.
     #[serde(default)]
     pub crawler_items_checked: u64,
+    /// An `lru_crawler crawl` is running.
+    #[serde(default)]
+    pub crawling: bool,
     /// Per memcached slab class (index 0 is class 1).
     #[serde(default)]
     pub classes: Vec<ClassStats>,
@@ -132,6 +142,24 @@ pub struct ClassStats {
     /// Items an `lru_crawler crawl` looked at.
     #[serde(default)]
     pub crawler_items_checked: u64,
+    /// Evicted items that were active (fetched twice, not yet moved).
+    #[serde(default)]
+    pub evicted_active: u64,
+    /// Items moved to COLD by the maintainer or a store.
+    #[serde(default)]
+    pub moves_to_cold: u64,
+    /// Items moved to WARM (active ones).
+    #[serde(default)]
+    pub moves_to_warm: u64,
+    /// Active WARM items moved to WARM's head.
+    #[serde(default)]
+    pub moves_within_lru: u64,
+    /// Fetches that found an item on HOT, WARM, COLD and TEMP.
+    #[serde(default)]
+    pub hits_to: [u64; 4],
+    /// Items now on HOT, WARM, COLD and TEMP (a gauge).
+    #[serde(default)]
+    pub segments: [u64; 4],
 }
 
 impl ClassStats {
@@ -156,11 +184,24 @@ impl ClassStats {
         self.direct_reclaims += o.direct_reclaims;
         self.crawler_reclaimed += o.crawler_reclaimed;
         self.crawler_items_checked += o.crawler_items_checked;
+        self.evicted_active += o.evicted_active;
+        self.moves_to_cold += o.moves_to_cold;
+        self.moves_to_warm += o.moves_to_warm;
+        self.moves_within_lru += o.moves_within_lru;
+        for i in 0..4 {
+            self.hits_to[i] += o.hits_to[i];
+            self.segments[i] += o.segments[i];
+        }
     }
 
     /// Zeroes the counters, keeping the gauges.
     pub fn reset(&mut self) {
-        *self = ClassStats { number: self.number, mem_requested: self.mem_requested, ..ClassStats::default() };
+        *self = ClassStats {
+            number: self.number,
+            mem_requested: self.mem_requested,
+            segments: self.segments,
+            ..ClassStats::default()
+        };
     }
 }
 
@@ -198,9 +239,12 @@ impl ShardStats {
         self.reclaimed += o.reclaimed;
         self.expired_unfetched += o.expired_unfetched;
         self.oldest_age = self.oldest_age.max(o.oldest_age);
+        self.age_hot = self.age_hot.max(o.age_hot);
+        self.age_warm = self.age_warm.max(o.age_warm);
         self.direct_reclaims += o.direct_reclaims;
         self.crawler_reclaimed += o.crawler_reclaimed;
         self.crawler_items_checked += o.crawler_items_checked;
+        self.crawling |= o.crawling;
         if self.classes.len() < o.classes.len() {
             self.classes.resize(o.classes.len(), ClassStats::default());
         }
@@ -223,6 +267,9 @@ impl ShardStats {
             bytes: self.bytes,
             limit_maxbytes: self.limit_maxbytes,
             oldest_age: self.oldest_age,
+            age_hot: self.age_hot,
+            age_warm: self.age_warm,
+            crawling: self.crawling,
             ..ShardStats::default()
         };
         *self = keep;

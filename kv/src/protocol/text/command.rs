@@ -152,6 +152,16 @@ pub enum MetaCommand {
     },
 }
 
+/// A setting of the LRU crawler, for the whole program.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CrawlerSetting {
+    /// `lru_crawler sleep <microseconds>` between steps.
+    Sleep(u32),
+    /// `lru_crawler tocrawl <items>`: items per class a crawl checks at
+    /// most (0: all).
+    ToCrawl(u32),
+}
+
 /// Which slab classes `lru_crawler metadump` and `crawl` name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CrawlScope {
@@ -184,6 +194,8 @@ pub enum LruCommand {
         /// Enable (true) or disable.
         enable: bool,
     },
+    /// `lru_crawler sleep` / `tocrawl`
+    CrawlerSetting(CrawlerSetting),
     /// `stats cachedump <class> <limit>`
     CacheDump {
         /// The slab class.

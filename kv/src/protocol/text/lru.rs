@@ -1,7 +1,7 @@
 //! Parser for the memory and crawler commands `cache_memlimit` and
 //! `lru_crawler`, with memcached 1.6.18's token checks and replies.
 
-use super::command::{Command, CrawlScope, LruCommand};
+use super::command::{Command, CrawlScope, CrawlerSetting, LruCommand};
 use super::meta::tokens;
 use super::parse::replies;
 use crate::numeric::{c_str, safe_strtoul};
@@ -65,12 +65,12 @@ pub fn lru_crawler(line: &[u8]) -> Command<'static> {
         (4, b"crawl") => Command::Lru(LruCommand::Crawl(scope(t[2]))),
         (4, b"metadump") => Command::Lru(LruCommand::MetaDump(scope(t[2]))),
         (4, b"tocrawl") => match safe_strtoul(t[2]) {
-            Some(_) => reply(replies::OK, false),
+            Some(n) => Command::Lru(LruCommand::CrawlerSetting(CrawlerSetting::ToCrawl(n))),
             None => reply(replies::BAD_FORMAT, false),
         },
         (4, b"sleep") => match safe_strtoul(t[2]) {
             Some(s) if s > 1_000_000 => reply(admin_replies::SLEEP_TOO_LONG, false),
-            Some(_) => reply(replies::OK, false),
+            Some(s) => Command::Lru(LruCommand::CrawlerSetting(CrawlerSetting::Sleep(s))),
             None => reply(replies::BAD_FORMAT, false),
         },
         (3, b"enable") => Command::Lru(LruCommand::Crawler { enable: true }),
@@ -123,7 +123,14 @@ mod tests {
         }
         assert_eq!(lru_crawler(b"lru_crawler tocrawl x"), reply(replies::BAD_FORMAT, false));
         assert_eq!(lru_crawler(b"lru_crawler sleep 2000000"), reply(admin_replies::SLEEP_TOO_LONG, false));
-        assert_eq!(lru_crawler(b"lru_crawler sleep 10"), reply(replies::OK, false));
+        assert_eq!(
+            lru_crawler(b"lru_crawler sleep 10"),
+            Command::Lru(LruCommand::CrawlerSetting(CrawlerSetting::Sleep(10)))
+        );
+        assert_eq!(
+            lru_crawler(b"lru_crawler tocrawl 5"),
+            Command::Lru(LruCommand::CrawlerSetting(CrawlerSetting::ToCrawl(5)))
+        );
         assert_eq!(lru_crawler(b"lru_crawler enable"), Command::Lru(LruCommand::Crawler { enable: true }));
         assert_eq!(lru_crawler(b"lru_crawler foo bar"), reply(replies::ERROR, false));
     }

@@ -8,6 +8,6 @@ pub mod parse;
 pub mod reply;
 
 pub use admin::{Admin, Detail};
-pub use command::{Command, CrawlScope, LruCommand, MetaCommand, Parsed, StatsKind};
+pub use command::{Command, CrawlScope, CrawlerSetting, LruCommand, MetaCommand, Parsed, StatsKind};
 pub use parse::{parse, replies, Limits};
 pub use reply::TextKind;

@@ -50,6 +50,12 @@ pub struct AdminState {
     /// Expired items are reclaimed in the background (`-o
     /// lru_maintainer`, the default; `no_lru_maintainer` turns it off).
     pub lru_maintainer: bool,
+    /// `lru_crawler sleep`: microseconds between a crawl's steps (reported).
+    pub crawler_sleep: AtomicU32,
+    /// `lru_crawler tocrawl`: items per class a crawl checks at most.
+    pub crawler_tocrawl: AtomicU32,
+    /// The segmented LRU's settings (`-o lru_segmented`, `hot_lru_pct`, ...).
+    pub lru: crate::store::shard::LruSettings,
     /// Background reclaim passes this process has made (memcached's
     /// `lru_maintainer_juggles`).
     pub juggles: AtomicU64,
@@ -76,6 +82,9 @@ impl AdminState {
             worker_logbuf_size: x.worker_logbuf_size,
             lru_crawler: AtomicBool::new(x.lru_crawler),
             lru_maintainer: x.lru_maintainer,
+            lru: x.lru,
+            crawler_sleep: AtomicU32::new(x.lru_crawler_sleep),
+            crawler_tocrawl: AtomicU32::new(x.lru_crawler_tocrawl),
             juggles: AtomicU64::new(0),
             crawls: AtomicU64::new(0),
         }

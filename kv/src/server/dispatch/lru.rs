@@ -1,18 +1,19 @@
 //! `cache_memlimit` and `lru_crawler`: commands for the whole table that
 //! go to every shard.
 //!
-//! The crawler's enabled state is a setting of the server process, as in
-//! memcached; there is no crawler thread behind it (each shard's
-//! maintainer reclaims flushed and expired items once a second: see the
-//! server's maintainer). `crawl` has every shard look at the items of the
-//! classes named and reclaim the expired and flushed ones, counted as
-//! memcached's crawler counts them.
+//! The crawler's settings (`enable`, `disable`, `sleep`, `tocrawl`) are the
+//! program's: every process takes them. `crawl` starts a walk in every
+//! shard of every process over the items of the classes named, reclaiming
+//! the expired and flushed ones, counted as memcached's crawler counts
+//! them; each shard's maintainer carries it on in the background, a
+//! bounded step at a time (see the store's `shard/crawler.rs`).
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Env;
 use crate::protocol::text::{replies, CrawlScope, LruCommand};
+use crate::server::agent::AgentOp;
 use crate::server::local::ConnShared;
 use crate::server::outq::Reply;
 use crate::server::shards::Scope;
@@ -83,8 +84,15 @@ pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
             });
         }
         LruCommand::Crawler { enable } => {
-            let was = crawler.swap(enable, Ordering::Relaxed);
-            conn.push(Reply::Static(if enable && was { START_FAILED } else { replies::OK }));
+            // The setting is the program's: every process takes it.
+            let was = crawler.load(Ordering::Relaxed);
+            let reply = if enable && was { START_FAILED } else { replies::OK };
+            shards.broadcast(conn, Scope::All, None, Some(AgentOp::Crawler(enable)), move |_| Reply::Static(reply));
+        }
+        LruCommand::CrawlerSetting(setting) => {
+            shards.broadcast(conn, Scope::All, None, Some(AgentOp::CrawlerSetting(setting)), |_| {
+                Reply::Static(replies::OK)
+            });
         }
         LruCommand::Crawl(_) if !crawler.load(Ordering::Relaxed) => conn.push(Reply::Static(DISABLED)),
         LruCommand::Crawl(scope) => {
@@ -98,7 +106,11 @@ pub fn lru(env: &Env<'_>, conn: &Rc<ConnShared>, cmd: LruCommand) {
             // Several connection workers may run crawls: an administrative
             // path, not a request's.
             env.shared.admin.crawls.fetch_add(1, Ordering::Relaxed);
-            shards.broadcast(conn, Scope::All, Some(Op::Crawl { classes }), None, |_| Reply::Static(replies::OK));
+            let tocrawl = env.shared.admin.crawler_tocrawl.load(Ordering::Relaxed);
+            let op = Op::Crawl { classes, tocrawl };
+            // Every shard starts its walk; every process's maintainers
+            // carry it on in the background.
+            shards.broadcast(conn, Scope::All, Some(op), Some(AgentOp::CrawlStarted), |_| Reply::Static(replies::OK));
         }
         LruCommand::CacheDump { class, limit } => {
             shards.broadcast(conn, Scope::All, Some(Op::CacheDump { class, limit }), None, move |g| {

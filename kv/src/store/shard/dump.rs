@@ -3,6 +3,7 @@
 
 use std::io::Write;
 
+use super::table::Segment;
 use super::Shard;
 use crate::store::item::{item_size, slab_class};
 use crate::store::op::CACHEDUMP_MAX;
@@ -25,7 +26,9 @@ impl Shard {
     /// size=…`, each ending in a bare `\n` as memcached writes them.
     pub(super) fn dump(&self, classes: Option<&[u32]>, now: u32, started: i64) -> Vec<u8> {
         let mut out = Vec::new();
-        for (key, it) in self.map.iter().rev() {
+        // As memcached's crawler walks them: each segment from its tail.
+        let items = Segment::ALL.into_iter().flat_map(|s| self.map.iter_segment_rev(s));
+        for (key, it) in items {
             if (it.exptime != 0 && it.exptime < now) || self.is_flushed(it, now) {
                 continue;
             }
@@ -52,7 +55,7 @@ impl Shard {
 
 impl Shard {
     /// The `stats cachedump` records of the live items of slab class
-    /// `class` at relative time `now`, most recently used first: at most
+    /// `class` on COLD at relative time `now`, most recently used first: at most
     /// `limit` (0: no limit) and [`CACHEDUMP_MAX`] bytes of lines. Each is a
     /// little-endian `u32` length and the line `ITEM <key> [<bytes> b;
     /// <exptime> s]`, the expiry as a Unix time (0 for none). Items stored
@@ -61,7 +64,9 @@ impl Shard {
         let mut out = Vec::new();
         let (mut shown, mut bytes) = (0u32, 0usize);
         let mut line = Vec::new();
-        for (key, it) in self.map.iter() {
+        // memcached dumps the COLD segment only (every item when the LRU
+        // is not segmented).
+        for (key, it) in self.map.iter_segment(Segment::Cold) {
             if limit != 0 && shown >= limit {
                 break;
             }

@@ -92,11 +92,8 @@ impl Shard {
 
     /// The item's LRU bump on a fetch (as `get` does).
     fn touch_fetch(&mut self, key: &[u8], now: u32) {
-        if let Some(it) = self.map.get_mut(key) {
-            it.fetched = true;
-            if it.time < now.saturating_sub(super::ITEM_UPDATE_INTERVAL) {
-                it.time = now;
-            }
+        if let Some(slot) = self.map.find(key) {
+            self.fetched(slot, now);
         }
     }
 

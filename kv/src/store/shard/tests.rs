@@ -6,7 +6,19 @@ use crate::store::item_size;
 const STARTED: i64 = 1_700_000_000;
 
 fn shard(mem: u64) -> Shard {
-    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: mem, item_size_max: 1 << 20, tail_reclaim: false })
+    Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: mem,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    })
+}
+
+/// One LRU, as without memcached's segments.
+fn flat() -> LruSettings {
+    LruSettings { segmented: false, ..LruSettings::default() }
 }
 
 fn set(s: &mut Shard, key: &str, data: &str, exptime: i64, now: u32) -> Outcome {
@@ -68,10 +80,22 @@ fn cas_values_are_unique_and_checked() {
 
 #[test]
 fn cas_unique_across_shards() {
-    let mut a =
-        Shard::new(ShardConfig { index: 0, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
-    let mut b =
-        Shard::new(ShardConfig { index: 1, count: 2, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false });
+    let mut a = Shard::new(ShardConfig {
+        index: 0,
+        count: 2,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    });
+    let mut b = Shard::new(ShardConfig {
+        index: 1,
+        count: 2,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    });
     let mut seen = std::collections::HashSet::new();
     for i in 0..50 {
         for s in [&mut a, &mut b] {
@@ -156,7 +180,14 @@ fn flush_now_and_later() {
 #[test]
 fn lru_eviction_under_memory_limit() {
     let item = item_size(2, 0, 100) as u64;
-    let mut s = shard(item * 3);
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: item * 3,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: flat(),
+    });
     let v = "x".repeat(100);
     set(&mut s, "k1", &v, 0, 10);
     set(&mut s, "k2", &v, 0, 10);
@@ -178,8 +209,14 @@ fn lru_eviction_under_memory_limit() {
 
 #[test]
 fn append_past_item_limit_is_not_stored() {
-    let mut s =
-        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 30, item_size_max: 1 << 20, tail_reclaim: false });
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: 1 << 30,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    });
     set(&mut s, "a", &"x".repeat(1_048_516), 0, 10);
     assert_eq!(store(&mut s, StoreMode::Append, "a", "y", 0), Outcome::NotStored);
 }
@@ -325,8 +362,14 @@ fn maintain_reclaims_flushed_items() {
 
 #[test]
 fn without_the_maintainer_stores_reclaim_expired_items_from_the_tail() {
-    let mut s =
-        Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: true });
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: true,
+        lru: flat(),
+    });
     for i in 0..7 {
         set(&mut s, &format!("k{i}"), "x", 1, 10);
     }
@@ -338,4 +381,156 @@ fn without_the_maintainer_stores_reclaim_expired_items_from_the_tail() {
     // Then two more, up to the live one.
     set(&mut s, "b", "x", 0, 11);
     assert_eq!((curr_items(&s, 11), s.stats(11).reclaimed), (3, 7));
+}
+
+fn class_of(s: &Shard, key_len: usize, len: usize, now: u32) -> ClassStats {
+    let class = accounting::class_of(item_size(key_len, 0, len) as u64);
+    s.stats(now).classes[usize::from(class) - 1].clone()
+}
+
+#[test]
+fn segmented_items_enter_hot_and_the_maintainer_moves_them_to_cold() {
+    let mut s = shard(1 << 24);
+    for i in 0..10 {
+        set(&mut s, &format!("k{i}"), "x", 0, 10);
+    }
+    let c = class_of(&s, 2, 1, 10);
+    assert_eq!((c.segments, c.moves_to_cold), ([10, 0, 0, 0], 0));
+    s.maintain(10, 1024);
+    let c = class_of(&s, 2, 1, 10);
+    // HOT keeps at most 20% of the bytes.
+    assert_eq!((c.segments, c.moves_to_cold), ([2, 0, 8, 0], 8));
+    assert_eq!(s.stats(12).oldest_age, 2);
+    // Older than COLD's tail times hot_max_factor: on to COLD.
+    s.maintain(12, 1024);
+    assert_eq!(class_of(&s, 2, 1, 12).segments, [0, 0, 10, 0]);
+}
+
+#[test]
+fn a_second_fetch_while_cold_moves_an_item_to_warm_and_saves_it_from_eviction() {
+    let item = item_size(2, 0, 100) as u64;
+    let mut s = shard(item * 4);
+    let v = "x".repeat(100);
+    for k in ["k0", "k1", "k2", "k3"] {
+        set(&mut s, k, &v, 0, 10);
+    }
+    s.maintain(11, 1024);
+    assert_eq!(class_of(&s, 2, 100, 11).segments[2], 4, "all COLD (HOT over 20%)");
+    // The first fetch marks it fetched, the second active: to WARM.
+    assert!(get(&mut s, "k0", 11).is_some());
+    assert_eq!(class_of(&s, 2, 100, 11).moves_to_warm, 0);
+    assert!(get(&mut s, "k0", 11).is_some());
+    let c = class_of(&s, 2, 100, 11);
+    assert_eq!((c.segments, c.moves_to_warm), ([0, 1, 3, 0], 1));
+    assert_eq!(c.hits_to, [0, 0, 2, 0]);
+    // Stores evict from COLD: k0, the least recently stored, stays.
+    for k in ["n0", "n1", "n2"] {
+        set(&mut s, k, &v, 0, 12);
+    }
+    assert!(get(&mut s, "k0", 12).is_some());
+    for k in ["k1", "k2", "k3"] {
+        assert!(get(&mut s, k, 12).is_none(), "{k} evicted");
+    }
+    assert_eq!(s.stats(12).evictions, 3);
+}
+
+#[test]
+fn short_lived_items_go_to_temp_and_are_not_evicted_before_others() {
+    let item = item_size(2, 0, 100) as u64;
+    let lru = LruSettings { temp_lru: true, temporary_ttl: 61, ..LruSettings::default() };
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: item * 3,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru,
+    });
+    let v = "x".repeat(100);
+    set(&mut s, "t0", &v, 30, 10);
+    assert_eq!(class_of(&s, 2, 100, 10).segments, [0, 0, 0, 1]);
+    for i in 0..10 {
+        s.maintain(10 + i, 1024);
+        set(&mut s, &format!("h{i}"), &v, 3600, 10 + i);
+    }
+    assert!(get(&mut s, "t0", 20).is_some(), "TEMP is evicted last");
+    let c = class_of(&s, 2, 100, 20);
+    assert_eq!(c.segments[3], 1);
+    assert!(c.evicted > 0 && c.segments[0] > 0);
+    // Expired TEMP items are reclaimed by the maintainer.
+    s.maintain(41, 1024);
+    assert_eq!(class_of(&s, 2, 100, 41).segments[3], 0);
+}
+
+#[test]
+fn without_segments_every_item_is_cold() {
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: flat(),
+    });
+    set(&mut s, "a", "x", 0, 10);
+    assert!(get(&mut s, "a", 10).is_some());
+    assert!(get(&mut s, "a", 10).is_some());
+    s.maintain(11, 1024);
+    let c = class_of(&s, 1, 1, 11);
+    assert_eq!((c.segments, c.moves_to_cold, c.moves_to_warm), ([0, 0, 1, 0], 0, 0));
+}
+
+#[test]
+fn a_crawl_walks_in_bounded_steps_and_reclaims_what_is_dead() {
+    let mut s = shard(1 << 24);
+    for i in 0..1000 {
+        set(&mut s, &format!("k{i}"), "x", if i % 2 == 0 { 1 } else { 0 }, 10);
+    }
+    s.execute(Op::Crawl { classes: None, tocrawl: 0 }, 12, STARTED);
+    // The request ran one step: the rest is left for the maintainer.
+    assert!(s.crawling() && s.stats(12).crawling);
+    let checked = s.stats(12).crawler_items_checked;
+    assert_eq!(checked, CRAWL_STEP as u64);
+    let mut steps = 0;
+    while s.crawl_step(12, CRAWL_STEP) {
+        steps += 1;
+    }
+    assert!(!s.crawling() && steps >= 2);
+    let st = s.stats(12);
+    assert_eq!((st.crawler_items_checked, st.crawler_reclaimed, st.curr_items), (1000, 500, 500));
+    // `tocrawl` bounds the items checked per class.
+    s.execute(Op::Crawl { classes: None, tocrawl: 10 }, 12, STARTED);
+    while s.crawl_step(12, CRAWL_STEP) {}
+    assert_eq!(s.stats(12).crawler_items_checked, 1010);
+}
+
+#[test]
+fn an_active_item_evicted_when_nothing_else_is_left_counts_as_evicted_active() {
+    let item = item_size(1, 0, 100) as u64;
+    let lru = LruSettings { temp_lru: true, ..LruSettings::default() };
+    let mut s = Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: item,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru,
+    });
+    let v = "x".repeat(100);
+    // A TEMP item, active after two fetches (TEMP items never move).
+    set(&mut s, "t", &v, 30, 10);
+    assert!(get(&mut s, "t", 10).is_some());
+    assert!(get(&mut s, "t", 10).is_some());
+    set(&mut s, "b", &v, 0, 10);
+    assert!(get(&mut s, "t", 10).is_none());
+    let c = class_of(&s, 1, 100, 10);
+    assert_eq!((c.evicted, c.evicted_active, c.hits_to), (1, 1, [0, 0, 0, 2]));
+    // A HOT item rescued to WARM on the way down is no longer active.
+    let mut s = shard(item);
+    set(&mut s, "a", &v, 0, 10);
+    assert!(get(&mut s, "a", 10).is_some());
+    assert!(get(&mut s, "a", 10).is_some());
+    set(&mut s, "b", &v, 0, 10);
+    let c = class_of(&s, 1, 100, 10);
+    assert_eq!((c.evicted, c.evicted_active, c.moves_to_warm, c.moves_to_cold), (1, 0, 1, 1));
 }

@@ -9,7 +9,14 @@ use crate::store::{Op, Outcome};
 const STARTED: i64 = 1_700_000_000;
 
 fn shard() -> Shard {
-    Shard::new(ShardConfig { index: 0, count: 1, mem_limit: 1 << 20, item_size_max: 1 << 20, tail_reclaim: false })
+    Shard::new(ShardConfig {
+        index: 0,
+        count: 1,
+        mem_limit: 1 << 20,
+        item_size_max: 1 << 20,
+        tail_reclaim: false,
+        lru: Default::default(),
+    })
 }
 
 /// Runs the meta command `line` at time `now` and returns the reply.
