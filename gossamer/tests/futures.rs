@@ -631,7 +631,8 @@ fn tokio_service_example_self_test_in_process() {
 
 #[test]
 fn tokio_service_example_binary_self_test() {
-    let mut cmd = std::process::Command::new(common::example("tokio_service"));
+    let Some(bin) = common::example("tokio_service") else { return };
+    let mut cmd = std::process::Command::new(bin);
     cmd.args(["--self-test", "--clients", "8", "--ops", "50"]);
     let (out, _) = common::programs::run_program(cmd, Duration::from_secs(120));
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -36,13 +36,22 @@ pub fn rt(n: usize) -> gossamer::Runtime {
 
 /// `target/<profile>/examples/NAME`, built here when the test run did not
 /// build it (`cargo test --test X` builds only that test) or built it
-/// before this test.
-pub fn example(name: &str) -> std::path::PathBuf {
+/// before this test. `None` (the test says SKIPPED and returns) in a
+/// sanitizer run (`GOSSAMER_SANITIZER`), which builds only test targets,
+/// for its own target and with its own flags that a plain `cargo build`
+/// here cannot repeat; the plain run tests the examples.
+pub fn example(name: &str) -> Option<std::path::PathBuf> {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>/deps").join("examples");
     let bin = dir.join(name);
     let built = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     if built(&bin).is_none_or(|b| built(&exe).is_some_and(|e| b < e)) {
+        if std::env::var_os("GOSSAMER_SANITIZER").is_some() {
+            skip::skipped(&format!(
+                "examples/{name} is not built by a sanitizer run, which builds test targets only; the plain run tests it"
+            ));
+            return None;
+        }
         let mut cargo = std::process::Command::new(env!("CARGO"));
         cargo.current_dir(env!("CARGO_MANIFEST_DIR")).args(["build", "-p", "gossamer", "--example", name]);
         if !cfg!(debug_assertions) {
@@ -52,5 +61,5 @@ pub fn example(name: &str) -> std::path::PathBuf {
         assert!(out.status.success(), "cargo build --example {name} failed:\n{}", programs::text(&out));
     }
     assert!(bin.is_file(), "{} is missing after the build", bin.display());
-    bin
+    Some(bin)
 }
