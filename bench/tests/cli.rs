@@ -7,7 +7,7 @@
 //! busy-poll, and several at once on a small machine would only slow each
 //! other down.
 
-#[path = "common/skip.rs"]
+#[path = "../../gossamer/tests/common/skip.rs"]
 #[allow(dead_code)]
 mod skip;
 
