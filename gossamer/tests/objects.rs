@@ -19,24 +19,28 @@ use proptest::prelude::*;
 mod common;
 use common::objects::*;
 use common::programs::{run_program, text};
-use common::{rt, within};
+use common::{rt, strict_rt, within};
 
 // ---- within one process ----------------------------------------------------
+//
+// In strict mode (every worker its own simulated process) wherever the test
+// itself only uses what crosses processes; the two tests that start fibers
+// with capturing closures (`spawn_on`) run as one plain process.
 
 #[test]
 fn spawn_to_runs_where_the_property_lives() {
-    within(60, || rt(4).block_on(spawn_to_everywhere));
+    within(60, || strict_rt(4).block_on(spawn_to_everywhere));
 }
 
 #[test]
 fn barrier_over_many_threads_is_exact_and_transitive() {
-    within(120, || rt(6).block_on(|| barrier_phases(20)));
+    within(120, || strict_rt(6).block_on(|| barrier_phases(20)));
 }
 
 #[test]
 fn barrier_over_a_subset_of_threads() {
     within(60, || {
-        rt(4).block_on(|| {
+        strict_rt(4).block_on(|| {
             let b = Barrier::over([1, 3]);
             assert_eq!(b.threads(), &[1, 3]);
             let f = gossamer::spawn_with(1, |b: Barrier| (0..50).fold(0, |_, _| b.wait()), b.clone());
@@ -51,12 +55,12 @@ fn barrier_over_a_subset_of_threads() {
 
 #[test]
 fn mpsc_channel_delivers_every_item_in_producer_order() {
-    within(120, || rt(4).block_on(|| mpsc_exact(0, 500, 3)));
+    within(120, || strict_rt(4).block_on(|| mpsc_exact(0, 500, 3)));
 }
 
 #[test]
 fn mpmc_channel_delivers_every_item_exactly_once() {
-    within(120, || rt(4).block_on(|| mpmc_exact(2, 500, 5)));
+    within(120, || strict_rt(4).block_on(|| mpmc_exact(2, 500, 5)));
 }
 
 #[test]
@@ -102,7 +106,7 @@ fn channel_closes_when_one_side_is_gone() {
 #[test]
 fn recv_suspends_the_fiber_not_the_thread() {
     within(60, || {
-        rt(1).block_on(|| {
+        strict_rt(1).block_on(|| {
             // One thread: the consumer waits while a producer fiber on the
             // same thread fills the queue.
             let (tx, rx) = channel::<u64>(1);
@@ -117,13 +121,13 @@ fn recv_suspends_the_fiber_not_the_thread() {
 
 #[test]
 fn ring_delivers_every_message_to_every_reader_in_order() {
-    within(120, || rt(4).block_on(|| ring_exact(400, 4, 300)));
+    within(120, || strict_rt(4).block_on(|| ring_exact(400, 4, 300)));
 }
 
 #[test]
 fn ring_writer_waits_for_the_slowest_reader() {
     within(60, || {
-        rt(2).block_on(|| {
+        strict_rt(2).block_on(|| {
             let (mut w, mut ends) = ring::<u64>(&[1], 3);
             let reader = ends.pop().unwrap();
             // Nobody reads yet: the writer fills the inbox, then waits.
@@ -165,7 +169,7 @@ proptest! {
         per in 1u64..60,
         phases in 1u64..6,
     ) {
-        within(120, move || rt(4).block_on(move || {
+        within(120, move || strict_rt(4).block_on(move || {
             let (tx, rx) = mpmc_channel::<(u64, u64)>(capacity);
             let b = Barrier::new();
             let fibers: Vec<_> = (0..4usize)
@@ -199,7 +203,7 @@ proptest! {
     /// The ring under random capacities and message sizes.
     #[test]
     fn random_ring_schedules_deliver_everything(capacity in 1usize..6, messages in 0u64..80, max_len in 0usize..200) {
-        within(120, move || rt(3).block_on(move || ring_exact(messages, capacity, max_len)));
+        within(120, move || strict_rt(3).block_on(move || ring_exact(messages, capacity, max_len)));
     }
 }
 

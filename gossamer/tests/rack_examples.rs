@@ -55,3 +55,19 @@ fn more_processes_than_threads_names_the_fix() {
     assert!(t.contains("4 threads cannot be spread over 5 processes"), "{t}");
     assert!(t.contains("planned_processes"), "names the fix: {t}");
 }
+
+/// The examples written for a rack keep its rules in one process in strict
+/// mode (every worker its own simulated process): what passes here does
+/// not fail on two processes for a capture or a local-only call. (An
+/// example written for one process, such as `micro`, fails here.)
+#[test]
+fn rack_examples_keep_every_rule_in_one_strict_process() {
+    for name in ["hello_rack", "rack_counters", "objects", "table2b"] {
+        let Some(bin) = example(name) else { return };
+        let mut cmd = with_processes(bin, 1);
+        cmd.env("GOSSAMER_THREADS", "3").env("GOSSAMER_STRICT", "1");
+        let (out, _) = run_program(cmd, Duration::from_secs(120));
+        let t = text(&out);
+        assert!(out.status.success(), "{name} in strict mode: {t}");
+    }
+}

@@ -8,7 +8,9 @@ use gossamer_sssp::graph::{edgelist, Csr, Spec};
 use gossamer_sssp::validate;
 
 fn runtime(threads: usize) -> gossamer::Runtime {
-    gossamer::Runtime::builder().workers(threads).build().unwrap()
+    // Strict: every worker its own simulated process, so the graph keeps
+    // the rules it keeps across processes.
+    gossamer::Runtime::builder().workers(threads).strict(1).build().unwrap()
 }
 
 #[test]

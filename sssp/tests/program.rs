@@ -17,7 +17,9 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 
 fn exe() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gossamer-sssp"));
-    c.env_remove("GOSSAMER_PROCESSES").env("GOSSAMER_SILENCE_MS", "10000");
+    // Strict: within each process, every worker is its own simulated
+    // process, so one process keeps the rules that several do.
+    c.env_remove("GOSSAMER_PROCESSES").env("GOSSAMER_SILENCE_MS", "10000").env("GOSSAMER_STRICT", "1");
     c
 }
 

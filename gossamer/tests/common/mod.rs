@@ -29,9 +29,18 @@ pub fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'stat
     }
 }
 
-/// A runtime with `n` workers and a short idle spin.
+/// A runtime with `n` workers that are one process: tests of what one
+/// process allows (closures that capture, `spawn_on`) use it.
 pub fn rt(n: usize) -> gossamer::Runtime {
     gossamer::Runtime::builder().workers(n).build().expect("runtime")
+}
+
+/// A runtime with `n` workers in strict mode: every worker is its own
+/// simulated process, so code that passes here keeps every rule that holds
+/// between processes. Tests of code meant for a rack use it.
+#[allow(dead_code)]
+pub fn strict_rt(n: usize) -> gossamer::Runtime {
+    gossamer::Runtime::builder().workers(n).strict(1).build().expect("runtime")
 }
 
 /// `target/<profile>/examples/NAME`, built here when the test run did not
