@@ -13,6 +13,13 @@
 //!   single-threaded `memcpy` bandwidth; it writes `results/echo_scaling.csv`,
 //!   `results/echo_size.csv` and SVG plots beside them. Each point is the
 //!   median of several runs.
+//! * Across hosts (`scripts/fabric-hosts.sh` runs both beside UCX's own
+//!   figures): `ECHO_TARGETS=remote` sends every request to a thread of
+//!   another process, so that all payload crosses; `ECHO_RTT=1` measures
+//!   instead the round trip of one blocking `apply_with` from thread 0 to
+//!   the first thread of the last process, one request at a time, and
+//!   prints one `RTT ...` line (median, 99th percentile and mean, µs).
+//!   `echo --plot FILE.csv` draws that script's CSV as FILE.svg.
 
 use std::cell::Cell;
 use std::process::Command;
@@ -25,7 +32,8 @@ fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The client loop on one thread: returns the echoes completed.
+/// The client loop on one thread: returns the echoes completed. Targets
+/// are drawn uniformly from `servers`.
 fn client((servers, size, millis, seed): (Vec<Trust<u64>>, usize, u64, u64)) -> u64 {
     // Keep at most 256 requests, and about 4 MiB of payload, in flight.
     let window = (256u64).min((4 << 20) / size.max(1) as u64).max(1);
@@ -68,23 +76,83 @@ fn client((servers, size, millis, seed): (Vec<Trust<u64>>, usize, u64, u64)) -> 
     done.get()
 }
 
+/// One blocking round trip after another from this fiber to `server`,
+/// each carrying `size` bytes there and back, for `millis`; returns every
+/// round trip's time in nanoseconds.
+fn round_trips((server, size, millis): (Trust<u64>, usize, u64)) -> Vec<u64> {
+    let payload = vec![0x5au8; size];
+    let echo = |served: &mut u64, p: Vec<u8>| {
+        *served += 1;
+        p
+    };
+    // Warm up: connections, slots and the far thread's first wake-up.
+    for _ in 0..100 {
+        server.apply_with(echo, payload.clone());
+    }
+    let mut times = Vec::new();
+    let end = Instant::now() + Duration::from_millis(millis);
+    while Instant::now() < end {
+        let p = payload.clone();
+        let t = Instant::now();
+        let back = server.apply_with(echo, p);
+        times.push(t.elapsed().as_nanos() as u64);
+        assert_eq!(back.len(), size, "the echo came back whole");
+    }
+    times
+}
+
+fn rtt_main(size: usize, millis: u64) {
+    let topo = gossamer::topology();
+    let far = topo.processes.last().map_or(0, |r| r.start);
+    let far = if far == 0 { topo.threads() - 1 } else { far };
+    let server = gossamer::entrust_on(far, 0u64);
+    let mut times = gossamer::spawn_with(0, round_trips, (server.clone(), size, millis)).join().expect("round trips");
+    let served = server.apply_with(|c, ()| *c, ());
+    assert_eq!(served, times.len() as u64 + 100, "every round trip was served once");
+    times.sort_unstable();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize] as f64 / 1e3;
+    let mean = times.iter().sum::<u64>() as f64 / times.len() as f64 / 1e3;
+    println!(
+        "RTT processes={} threads={} from=0 to={far} size={size} rounds={} p50_us={:.2} p99_us={:.2} mean_us={mean:.2}",
+        topo.processes.len(),
+        topo.threads(),
+        times.len(),
+        at(0.5),
+        at(0.99)
+    );
+}
+
 fn gsm_main() {
     let size = env("ECHO_SIZE", 32);
     let millis = env("ECHO_MILLIS", 1000) as u64;
+    if env("ECHO_RTT", 0) == 1 {
+        return rtt_main(size, millis);
+    }
+    let remote_only = std::env::var("ECHO_TARGETS").is_ok_and(|v| v == "remote");
     let topo = gossamer::topology();
     let n = topo.threads();
+    assert!(
+        !remote_only || topo.processes.len() > 1,
+        "ECHO_TARGETS=remote needs more than one process (set GOSSAMER_PROCESSES)"
+    );
     let servers: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
+    // Each client's targets: every thread, or only those of other processes.
+    let targets = |t: usize| -> Vec<Trust<u64>> {
+        let mine = topo.rank_of(t);
+        (0..n).filter(|&s| !remote_only || topo.rank_of(s) != mine).map(|s| servers[s].clone()).collect()
+    };
     let start = Instant::now();
     let fibers: Vec<_> = (0..n)
-        .map(|t| gossamer::spawn_with(t, client, (servers.clone(), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64)))
+        .map(|t| gossamer::spawn_with(t, client, (targets(t), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64)))
         .collect();
     let ops: u64 = fibers.into_iter().map(|f| f.join().expect("client fiber")).sum();
     let secs = start.elapsed().as_secs_f64();
     let served: u64 = servers.iter().map(|s| s.apply_with(|c, ()| *c, ())).sum();
     assert_eq!(served, ops, "every echo was served once");
     println!(
-        "ECHO processes={} threads={n} size={size} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",
+        "ECHO processes={} threads={n} size={size} targets={} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",
         topo.processes.len(),
+        if remote_only { "remote" } else { "all" },
         ops as f64 / secs / 1e6,
         ops as f64 * size as f64 * 2.0 / secs / 1e6
     );
@@ -132,6 +200,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// A small line chart as SVG: one series per entry of `series`.
 fn svg(path: &str, title: &str, xlabel: &str, xs: &[String], series: &[(String, Vec<f64>)]) {
+    svg_y(path, title, xlabel, "Mops/s", xs, series)
+}
+
+/// [`svg`] with the y axis named.
+fn svg_y(path: &str, title: &str, xlabel: &str, ylabel: &str, xs: &[String], series: &[(String, Vec<f64>)]) {
     let (w, h, m) = (640.0, 400.0, 60.0);
     let ymax = series.iter().flat_map(|s| s.1.iter().copied()).fold(0.0f64, f64::max).max(1e-9) * 1.1;
     let x = |i: usize| m + (w - 2.0 * m) * i as f64 / (xs.len().max(2) - 1) as f64;
@@ -146,7 +219,7 @@ fn svg(path: &str, title: &str, xlabel: &str, xs: &[String], series: &[(String, 
     for (i, l) in xs.iter().enumerate() {
         s += &format!("<text x='{}' y='{}' text-anchor='middle'>{l}</text>\n", x(i), h - m + 18.0);
     }
-    s += &format!("<text x='{}' y='{}' text-anchor='middle'>{xlabel}</text><text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>Mops/s</text>\n", w / 2.0, h - 16.0, h / 2.0, h / 2.0);
+    s += &format!("<text x='{}' y='{}' text-anchor='middle'>{xlabel}</text><text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>{ylabel}</text>\n", w / 2.0, h - 16.0, h / 2.0, h / 2.0);
     for (k, (name, vals)) in series.iter().enumerate() {
         let c = colors[k % colors.len()];
         let pts: Vec<String> = vals.iter().enumerate().map(|(i, v)| format!("{:.1},{:.1}", x(i), y(*v))).collect();
@@ -215,8 +288,34 @@ fn sweep(quick: bool) {
     println!("wrote results/echo_scaling.csv, results/echo_size.csv and their .svg plots");
 }
 
+/// Draws the CSV of `scripts/fabric-hosts.sh` (a header line, then one
+/// line per size) as an SVG beside it: payload bandwidth per direction of
+/// UCX put, UCX stream and Gossamer, MB/s, by size.
+fn plot_fabric(csv: &str) {
+    let text = std::fs::read_to_string(csv).unwrap_or_else(|e| panic!("cannot read {csv}: {e}"));
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col =
+        |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{csv} has no column {name:?}"));
+    let rows: Vec<Vec<&str>> = lines.filter(|l| !l.trim().is_empty()).map(|l| l.split(',').collect()).collect();
+    let xs: Vec<String> = rows.iter().map(|r| format!("{} B", r[col("size")])).collect();
+    let series = [("UCX put", "ucx_put_mbps"), ("UCX stream", "ucx_stream_mbps"), ("Gossamer echo", "gossamer_mbps")]
+        .iter()
+        .map(|(label, c)| {
+            let i = col(c);
+            (label.to_string(), rows.iter().map(|r| r[i].parse().unwrap_or(0.0)).collect())
+        })
+        .collect::<Vec<_>>();
+    let out = csv.strip_suffix(".csv").unwrap_or(csv).to_string() + ".svg";
+    svg_y(&out, "payload bandwidth between 2 hosts, per direction", "size", "MB/s", &xs, &series);
+    println!("wrote {out}");
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--plot") {
+        return plot_fabric(args.get(i + 1).expect("--plot FILE.csv"));
+    }
     if args.iter().any(|a| a == "--sweep") {
         return sweep(args.iter().any(|a| a == "--quick"));
     }

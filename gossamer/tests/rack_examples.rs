@@ -71,3 +71,27 @@ fn rack_examples_keep_every_rule_in_one_strict_process() {
         assert!(out.status.success(), "{name} in strict mode: {t}");
     }
 }
+
+/// The echo example's two modes that the fabric benchmark
+/// (`scripts/fabric-hosts.sh`) runs across hosts, here over two processes
+/// of one host: round trips one at a time, and echoes that all cross. Each
+/// checks its own count (every echo served once) and says so in its line.
+#[test]
+fn echo_round_trips_and_crossing_echoes_run_over_two_processes() {
+    let Some(bin) = example("echo") else { return };
+    for (mode, word) in [("ECHO_RTT", "RTT "), ("ECHO_TARGETS", "ECHO ")] {
+        let mut cmd = with_processes(bin.clone(), 2);
+        cmd.env("ECHO_THREADS", "2").env("ECHO_MILLIS", "100").env("ECHO_SIZE", "4096");
+        cmd.env(mode, if mode == "ECHO_RTT" { "1" } else { "remote" });
+        let (out, _) = run_program(cmd, Duration::from_secs(120));
+        let t = text(&out);
+        assert!(out.status.success(), "{mode}: {t}");
+        let line = t.lines().find(|l| l.starts_with(word)).unwrap_or_else(|| panic!("{mode}: no {word}line: {t}"));
+        assert!(line.contains(" processes=2 ") && line.contains(" size=4096 "), "{line}");
+        if mode == "ECHO_RTT" {
+            assert!(line.contains(" to=1 "), "the round trips go to the other process: {line}");
+        } else {
+            assert!(line.contains(" targets=remote "), "{line}");
+        }
+    }
+}

@@ -13,7 +13,9 @@
 //! memory when its receiver worker progresses: each process runs a
 //! receiver thread that progresses its receiver worker, and after it has
 //! handled anything wakes the process's sleeping workers, since the slot
-//! that changed may be theirs.
+//! that changed may be theirs. Idle, the receiver thread sleeps on UCX's
+//! wake-up descriptor (the TCP sockets underneath), so that a request
+//! arriving wakes it at once rather than after a polling pause.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +27,15 @@ use serde::{Deserialize, Serialize};
 
 use super::ucx::{Context, Endpoint, MemRegion, Put, RemoteKey, Ucx, UcxError, Worker};
 use super::{Fabric, ThreadFabric, Ticket};
+
+/// Set to `0`, the receiver thread polls with pauses when idle instead of
+/// sleeping on UCX's wake-up descriptor (for a transport whose events
+/// misbehave, and to measure the difference).
+const EVENTS_ENV: &str = "GOSSAMER_UCX_EVENTS";
+
+/// The longest the receiver thread sleeps on UCX's wake-up descriptor
+/// before it looks at its stop flag again.
+const RECEIVER_WAIT: Duration = Duration::from_millis(20);
 
 /// Where to put into one process's mapping of its host's region.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +153,10 @@ impl Fabric for UcxFabric {
             .name("gossamer-fabric".into())
             .spawn(move || {
                 let mut idle = 0u32;
+                // Whether to sleep on the transports' wake-up descriptor:
+                // if they give none (or GOSSAMER_UCX_EVENTS=0 says not to),
+                // idle polling pauses instead.
+                let mut events = !std::env::var(EVENTS_ENV).is_ok_and(|v| v.trim() == "0");
                 while !stop.load(Ordering::Relaxed) {
                     if receiver.progress() > 0 {
                         // Drain what arrived, then tell the workers.
@@ -153,6 +168,15 @@ impl Fabric for UcxFabric {
                     idle += 1;
                     if idle < 64 {
                         std::thread::yield_now();
+                    } else if events {
+                        // Sleep until the network brings something: no
+                        // core spent while idle, and no pause to wait out
+                        // when a request arrives. The timeout only bounds
+                        // how long `close` waits for this thread.
+                        if let Err(e) = receiver.wait_for_events(RECEIVER_WAIT) {
+                            tracing::debug!("no UCX wake-up events ({e}); polling with pauses instead");
+                            events = false;
+                        }
                     } else {
                         // Two cores and TCP: polling without pause would
                         // starve the kernel's network processing.

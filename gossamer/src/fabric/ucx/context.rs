@@ -54,7 +54,9 @@ impl Drop for Config<'_> {
 }
 
 impl Context {
-    /// Creates a context with remote memory access (`UCP_FEATURE_RMA`).
+    /// Creates a context with remote memory access (`UCP_FEATURE_RMA`) and
+    /// wake-up events (`UCP_FEATURE_WAKEUP`: a worker can sleep on a file
+    /// descriptor until something arrives, `Worker::wait_for_events`).
     ///
     /// The configuration is read from the `UCX_*` environment variables
     /// unchanged, except that `tls`, when given, replaces `UCX_TLS` (the
@@ -80,7 +82,7 @@ impl Context {
             field_mask: ffi::UCP_PARAM_FIELD_FEATURES
                 | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED
                 | ffi::UCP_PARAM_FIELD_NAME,
-            features: ffi::UCP_FEATURE_RMA,
+            features: ffi::UCP_FEATURE_RMA | ffi::UCP_FEATURE_WAKEUP,
             request_size: 0,
             request_init: None,
             request_cleanup: None,

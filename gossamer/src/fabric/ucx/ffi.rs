@@ -77,6 +77,7 @@ pub(crate) const UCS_OK: ucs_status_t = 0;
 pub(crate) const UCS_INPROGRESS: ucs_status_t = 1;
 pub(crate) const UCS_ERR_NO_MESSAGE: ucs_status_t = -1;
 pub(crate) const UCS_ERR_IO_ERROR: ucs_status_t = -3;
+pub(crate) const UCS_ERR_BUSY: ucs_status_t = -15;
 pub(crate) const UCS_ERR_INVALID_PARAM: ucs_status_t = -5;
 pub(crate) const UCS_ERR_UNREACHABLE: ucs_status_t = -6;
 pub(crate) const UCS_ERR_CANCELED: ucs_status_t = -16;
@@ -113,6 +114,7 @@ pub(crate) const UCP_PARAM_FIELD_NAME: u64 = 1 << 8;
 
 // enum ucp_feature
 pub(crate) const UCP_FEATURE_RMA: u64 = 1 << 1;
+pub(crate) const UCP_FEATURE_WAKEUP: u64 = 1 << 4;
 
 // enum ucp_context_attr_field
 pub(crate) const UCP_ATTR_FIELD_THREAD_MODE: u64 = 1 << 1;
@@ -323,6 +325,8 @@ pub(crate) struct Ucx {
     pub ucp_worker_release_address: unsafe extern "C" fn(worker: ucp_worker_h, address: *mut ucp_address_t),
     pub ucp_worker_progress: unsafe extern "C" fn(worker: ucp_worker_h) -> c_uint,
     pub ucp_worker_fence: unsafe extern "C" fn(worker: ucp_worker_h) -> RawStatus,
+    pub ucp_worker_get_efd: unsafe extern "C" fn(worker: ucp_worker_h, fd: *mut c_int) -> RawStatus,
+    pub ucp_worker_arm: unsafe extern "C" fn(worker: ucp_worker_h) -> RawStatus,
     pub ucp_worker_flush_nbx:
         unsafe extern "C" fn(worker: ucp_worker_h, param: *const ucp_request_param_t) -> ucs_status_ptr_t,
     pub ucp_ep_create:
@@ -404,6 +408,8 @@ impl Ucx {
             ucp_worker_release_address: sym!(ucp_worker_release_address),
             ucp_worker_progress: sym!(ucp_worker_progress),
             ucp_worker_fence: sym!(ucp_worker_fence),
+            ucp_worker_get_efd: sym!(ucp_worker_get_efd),
+            ucp_worker_arm: sym!(ucp_worker_arm),
             ucp_worker_flush_nbx: sym!(ucp_worker_flush_nbx),
             ucp_ep_create: sym!(ucp_ep_create),
             ucp_ep_close_nbx: sym!(ucp_ep_close_nbx),

@@ -195,6 +195,37 @@ impl Worker {
         Ok(bytes)
     }
 
+    /// Sleeps until something may have arrived for this worker, or `timeout`
+    /// passes, through UCX's wake-up file descriptor (`ucp_worker_arm`,
+    /// then `poll` on `ucp_worker_get_efd`'s descriptor). Returns at once
+    /// when events are already pending (the caller should progress them).
+    /// `Err` when the transports in use give no descriptor: the caller
+    /// falls back to polling with pauses.
+    ///
+    /// Call it only after [`progress`](Self::progress) returned 0: events
+    /// UCX already holds do not wake the descriptor.
+    pub(crate) fn wait_for_events(&self, timeout: Duration) -> Result<(), UcxError> {
+        let ucx = self.ucx();
+        let mut fd: std::ffi::c_int = -1;
+        // SAFETY: live worker, used by this thread only (&self, !Sync); UCX
+        // writes the descriptor, which stays owned by the worker.
+        let st = unsafe { (ucx.ucp_worker_get_efd)(self.shared.handle, &mut fd) };
+        ucx.check("ucp_worker_get_efd", st)?;
+        // SAFETY: as above.
+        let st = unsafe { (ucx.ucp_worker_arm)(self.shared.handle) };
+        if ffi::status_of(st) == ffi::UCS_ERR_BUSY {
+            return Ok(()); // events are pending: progress them first
+        }
+        ucx.check("ucp_worker_arm", st)?;
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the call; the descriptor is the
+        // worker's, open while the worker lives. EINTR or a timeout simply
+        // return: the caller progresses and waits again.
+        unsafe { libc::poll(&mut pfd, 1, ms) };
+        Ok(())
+    }
+
     /// Drives communication (`ucp_worker_progress`); returns the number of
     /// events UCX processed. Also finishes the cleanup of endpoints and keys
     /// that were dropped.

@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The fabric benchmark: between two simulated hosts (network namespaces on a
+# bridge, UCX over TCP), UCX's own latency and bandwidth (ucx_perftest: put,
+# active message and stream) beside Gossamer's blocking `apply_with` round
+# trip and its echo payload bandwidth (gossamer/examples/echo.rs, every
+# request crossing), per size, all in one run and interleaved per
+# repetition, so that the ratios compare figures taken side by side. Prints
+# a CSV, writes it to results/fabric-hosts.csv and draws results/fabric-hosts.svg.
+# Needs root, iproute2 and UCX with its tools (libucx0, ucx-utils).
+set -euo pipefail
+
+prog=${0##*/}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+sizes="64 1024 4096 16384 65536"
+threads=1
+millis=500
+reps=3
+iters=20000
+limit=120
+quick=0
+out="$root/results/fabric-hosts.csv"
+
+usage() {
+    cat <<EOF
+usage: $prog [-s "SIZE ..."] [-t THREADS] [-m MILLIS] [-r REPS] [-n ITERS]
+                      [-T SECONDS] [-o FILE] [-q]
+
+Between two simulated hosts, for each size, measures in turn (each
+repetition runs every measurement once; figures are medians):
+
+  UCX (ucx_perftest, host h1 serving, h0 measuring):
+    ucp_put_lat, ucp_am_lat      one-way latency (half a round trip), us
+    ucp_put_bw, stream_bw, ucp_am_bw   bandwidth of one direction, MB/s
+  Gossamer (the echo example, one process per host):
+    ECHO_RTT=1                   a blocking apply_with round trip carrying
+                                 SIZE bytes there and back, us (median)
+    ECHO_TARGETS=remote          THREADS clients per process echoing SIZE
+                                 bytes to the other host; payload per
+                                 direction, MB/s
+
+and prints
+
+  size,ucx_put_lat_us,ucx_am_lat_us,gossamer_rtt_us,rtt_over_am_rtt,
+  ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops
+
+(rtt_over_am_rtt: Gossamer's round trip over UCX's active-message round
+trip, twice ucp_am_lat; bw_over_best: Gossamer's payload per direction over
+the better of UCX put and stream. MB is 10^6 bytes throughout: ucx_perftest's
+MB/s, which are MiB/s, are converted.)
+
+  -s SIZES    payload sizes in bytes (default: "$sizes")
+  -t THREADS  client threads per process in the echo (default: $threads)
+  -m MILLIS   length of each Gossamer run (default: $millis)
+  -r REPS     repetitions (default: $reps)
+  -n ITERS    ucx_perftest iterations per measurement (default: $iters)
+  -T SECONDS  limit on each process, start-up included (default: $limit)
+  -o FILE     where to write the CSV (default: results/fabric-hosts.csv)
+  -q          quick form: sizes "64 4096", 200 ms, 1 repetition, 2000
+              iterations (what CI runs)
+
+Builds the example first (cargo build --release --example echo). Every
+namespace, process and shared-memory segment it makes is removed when it
+exits, however it exits.
+EOF
+}
+
+# shellcheck source-path=SCRIPTDIR source=lib/sim-hosts.sh
+. "$root/scripts/lib/sim-hosts.sh"
+
+while getopts "s:t:m:r:n:T:o:qh" opt; do
+    case $opt in
+    s) sizes=$OPTARG ;;
+    t) threads=$OPTARG ;;
+    m) millis=$OPTARG ;;
+    r) reps=$OPTARG ;;
+    n) iters=$OPTARG ;;
+    T) limit=$OPTARG ;;
+    o) out=$OPTARG ;;
+    q) quick=1 ;;
+    h)
+        usage
+        exit 0
+        ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+    esac
+done
+shift $((OPTIND - 1))
+[ $# -eq 0 ] || {
+    usage >&2
+    exit 2
+}
+if [ "$quick" -eq 1 ]; then
+    sizes="64 4096"
+    millis=200
+    reps=1
+    iters=2000
+fi
+for v in $sizes "$threads" "$millis" "$reps" "$iters" "$limit"; do
+    is_uint "$v" || die "bad number '$v' (see $prog -h)"
+done
+command -v ucx_perftest >/dev/null 2>&1 || die "ucx_perftest is missing (apt-get install ucx-utils)"
+sim_hosts_check
+sim_hosts_setup fabric
+sim_hosts_build examples/echo --example echo
+sim_hosts_rack 2
+clear_env+=(ECHO_MILLIS="$millis")
+
+perf_port=$((20000 + RANDOM % 20000))
+
+# One ucx_perftest measurement: $1 test, $2 size, $3 the CSV column to
+# report (2: median latency, 6: overall bandwidth). Sets $figure.
+figure=
+perftest() {
+    local test=$1 size=$2 column=$3 server try line
+    perf_port=$((perf_port + 1))
+    timeout -k 5 "$limit" "$netns" exec "$tag" 1 ucx_perftest -t "$test" -s "$size" -n "$iters" \
+        -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.server" 2>&1 &
+    server=$!
+    pids+=("$server")
+    # The client retries until the server listens.
+    for ((try = 0; try < 50; try++)); do
+        if timeout -k 5 "$limit" "$netns" exec "$tag" 0 ucx_perftest "${addr[1]}" -t "$test" -s "$size" \
+            -n "$iters" -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.client" 2>&1; then
+            break
+        fi
+        sleep 0.1
+    done
+    reap "$server"
+    line=$(grep -E '^[0-9]+,' "$work/perf.client" | tail -n 1) ||
+        failed "ucx_perftest -t $test -s $size gave no figures: $(tail -n 5 "$work/perf.client")"
+    figure=$(cut -d, -f"$column" <<<"$line")
+    [ -n "$figure" ] || failed "ucx_perftest -t $test -s $size: no column $column in '$line'"
+}
+
+# Gossamer over the two hosts, one process each; $@: NAME=VALUE settings.
+# Sets $line to rank 0's line that starts with $1's word ($1: RTT or ECHO).
+line=
+gossamer_run() {
+    local word=$1
+    shift
+    sim_hosts_launch 2 1 env ECHO_THREADS=$((2 * threads)) "$@" "$exe"
+    sim_hosts_wait "the echo over 2 hosts ($*)"
+    line=$(grep -m1 "^$word " "$work/run.rank0") || failed "no $word line from rank 0 ($*)"
+    grep -q " processes=2 " <<<"$line" || failed "rank 0 did not run over 2 processes: $line"
+}
+
+field() {
+    sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<"$2"
+}
+
+declare -A runs=()
+add() {
+    runs[$1]="${runs[$1]:-}${runs[$1]:+ }$2"
+}
+
+sim_hosts_machine
+echo "$prog: sizes $sizes; $threads client thread(s) per process; $millis ms per Gossamer run;" \
+    "$iters ucx_perftest iterations; $reps repetitions" >&2
+for ((rep = 1; rep <= reps; rep++)); do
+    for s in $sizes; do
+        echo "$prog: run $rep/$reps, $s bytes" >&2
+        perftest ucp_put_lat "$s" 2 && add "put_lat $s" "$figure"
+        perftest ucp_am_lat "$s" 2 && add "am_lat $s" "$figure"
+        perftest ucp_put_bw "$s" 6 && add "put_bw $s" "$figure"
+        perftest stream_bw "$s" 6 && add "stream_bw $s" "$figure"
+        perftest ucp_am_bw "$s" 6 && add "am_bw $s" "$figure"
+        gossamer_run RTT ECHO_RTT=1 ECHO_SIZE="$s"
+        add "rtt $s" "$(field p50_us "$line")"
+        gossamer_run ECHO ECHO_TARGETS=remote ECHO_SIZE="$s"
+        add "mops $s" "$(field mops "$line")"
+        # Both directions together in the line: half of it each way.
+        add "mbps $s" "$(awk -v m="$(field mbps "$line")" 'BEGIN { printf "%.1f", m / 2 }')"
+        echo "$prog:   one way: UCX put ${runs["put_lat $s"]##* } us, am ${runs["am_lat $s"]##* } us;" \
+            "round trip: Gossamer ${runs["rtt $s"]##* } us; per direction: UCX put ${runs["put_bw $s"]##* }," \
+            "stream ${runs["stream_bw $s"]##* } MiB/s, Gossamer ${runs["mbps $s"]##* } MB/s" >&2
+    done
+done
+
+med() {
+    median <<<"${runs[$1]}"
+}
+csv="size,ucx_put_lat_us,ucx_am_lat_us,gossamer_rtt_us,rtt_over_am_rtt,ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops"
+for s in $sizes; do
+    row=$(awk -v s="$s" -v pl="$(med "put_lat $s")" -v al="$(med "am_lat $s")" -v rtt="$(med "rtt $s")" \
+        -v pb="$(med "put_bw $s")" -v sb="$(med "stream_bw $s")" -v ab="$(med "am_bw $s")" \
+        -v gb="$(med "mbps $s")" -v mops="$(med "mops $s")" 'BEGIN {
+        mib = 1.048576
+        pb *= mib; sb *= mib; ab *= mib
+        best = pb > sb ? pb : sb
+        printf "%d,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f,%.3f,%.4f", s, pl, al, rtt, rtt / (2 * al), pb, sb, ab, gb, gb / best, mops
+    }')
+    csv+=$'\n'"$row"
+done
+mkdir -p "$(dirname "$out")"
+printf '%s\n' "$csv" >"$out"
+printf '%s\n' "$csv"
+"$exe" --plot "$out" >&2
+echo "$prog: wrote $out (load average now $(cut -d' ' -f1-3 /proc/loadavg))" >&2
