@@ -18,6 +18,43 @@
 //! every process stops and rank 0 exits non-zero, naming the rank and the
 //! cause. A panic in `gsm_main` does the same at once: rank 0 prints it
 //! with its rank, stops the others and exits with status 101.
+//!
+//! # Heartbeats, and a bad network
+//!
+//! Rank 0 and every other rank exchange a heartbeat every 200 ms on their
+//! control connection (`rack::control`). A peer that stays silent for the
+//! *heartbeat window* — 1.5 s, or `GOSSAMER_SILENCE_MS` milliseconds (at
+//! least 100; the heartbeat then comes every fifth of the window at most) —
+//! is taken for lost, as one whose connection closes is. The window is the
+//! one setting that trades two promises against each other:
+//!
+//! * **A lost host stops the program within the window and a little.** A
+//!   host whose link goes down sends no FIN and no RST: its peers hear
+//!   nothing more. Rank 0 notices the silence, tells every rank still
+//!   connected which rank failed, on which host and at which address
+//!   (`gossamer: rank 1: rank 2 failed: stopped answering for 1.5s, the
+//!   heartbeat window (hung, or its host unreachable) (on host h2,
+//!   10.231.60.3:58076); the program stops`), and exits; each rank prints
+//!   that line and exits. When rank 0's own host is the one cut off, the
+//!   other ranks notice its silence themselves and name it. The ranks of
+//!   the lost host, hearing nothing either, give up after the same window.
+//!   With the defaults, the program is gone about 1.4 s after the link.
+//! * **An interruption shorter than the window is survived.** TCP
+//!   retransmits what the interruption lost, its retransmission timeout
+//!   at least 200 ms and doubling on each loss in a row, so a link that is
+//!   down for `p` silences a connection for at most about one heartbeat
+//!   plus `p` plus the next retransmission: about 0.85 s for 300 ms. Delay
+//!   and loss that a network has all the time (2 ms and 1 % in the tests)
+//!   cost single retransmissions, far below the window.
+//!
+//! Raise the window where processes may be starved for long (heavy builds
+//! beside the program on few cores) or where the network may go away for
+//! longer without the program giving up; lower it to notice a lost host
+//! sooner. Between hosts the data goes over UCX, whose TCP transport keeps
+//! its connections alive by TCP keepalive (`UCX_TCP_KEEPIDLE`, 10 s, then
+//! `UCX_TCP_KEEPINTVL`, 2 s, per probe): a window longer than about 10 s
+//! needs those raised too, or UCX may give up on a peer first, failing the
+//! program with "a put to another host failed".
 
 mod bootstrap;
 mod control;
