@@ -212,8 +212,11 @@ fn workspace_bin(package: &str, name: &str) -> PathBuf {
 /// every distance against Dijkstra's) and no host taken for lost.
 #[test]
 fn echo_and_sssp_finish_exactly_through_delay_and_loss() {
+    if !ucx_or_skip() {
+        return;
+    }
     let Some(echo) = common::example("echo") else { return };
-    let Some(rack) = rack_or_skip(2) else { return };
+    let Some(rack) = netns::sim_rack_or_skip(2) else { return };
     let sssp = workspace_bin("gossamer-sssp", "gossamer-sssp");
     let echo_run = |what: &str| {
         let mut cmds = ranks(&rack, &echo, &[], port());
@@ -235,8 +238,14 @@ fn echo_and_sssp_finish_exactly_through_delay_and_loss() {
     };
     echo_run("echo, clean network");
     sssp_run("sssp, clean network");
+    let clean = netem::round_trip(&rack, 0, 1).unwrap();
     let bad = BadNetwork::impose(&rack, DELAY, LOSS_PERCENT).expect("delay and loss on the links");
-    println!("delay {DELAY:?} and {LOSS_PERCENT} % loss on every link, by {}", bad.how());
+    let slow = netem::round_trip(&rack, 0, 1).unwrap();
+    println!(
+        "delay {DELAY:?} and {LOSS_PERCENT} % loss on every link, by {}: round trip {clean:.2?} -> {slow:.2?}",
+        bad.how()
+    );
+    assert!(slow >= 2 * DELAY, "a round trip crosses the delay twice: {slow:?}");
     echo_run("echo, delay and loss");
     sssp_run("sssp, delay and loss");
     if let Some((dropped, passed)) = bad.relay_counts() {

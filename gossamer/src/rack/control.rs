@@ -24,12 +24,11 @@ pub(crate) const HEARTBEAT: Duration = Duration::from_millis(200);
 
 /// The heartbeat window by default: 1.5 s. It is the time a peer may stay
 /// silent before the program stops, and it bounds both ways what a bad
-/// network does to a program (see the `rack` module's documentation):
-/// a host whose link goes down is noticed in at most this long, and an
+/// network does to a program (see the `rack` module's documentation): a
+/// host whose link goes down is noticed in at most this long, and an
 /// interruption is survived while the silence it causes stays under it.
 /// With TCP's retransmission timeout of at least 200 ms, doubling on each
-/// loss, an interruption of `p` costs at most one heartbeat plus `p` plus
-/// one retransmission delay of silence: about 0.85 s for 300 ms.
+/// loss in a row, a link down for 300 ms costs about 0.8 s of silence.
 pub(crate) const DEFAULT_WINDOW: Duration = Duration::from_millis(1500);
 
 /// The shortest window accepted: below it, a busy machine's scheduling

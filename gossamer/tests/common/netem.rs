@@ -43,6 +43,44 @@ pub fn link_up(rack: &SimRack, host: usize) -> Result<(), String> {
     ip(&["-n", &rack.bridge_namespace(), "link", "set", "dev", &format!("v{host}"), "up"])
 }
 
+/// The shortest of a few round trips from host `from` to host `to`: TCP
+/// connection attempts to a port where nothing listens, each answered by a
+/// reset (attempts whose frames the network lost are left out).
+pub fn round_trip(rack: &SimRack, from: usize, to: usize) -> Result<Duration, String> {
+    let target = std::net::SocketAddr::from((rack.addr(to), 9));
+    in_namespace(&rack.namespace(from), move || {
+        let mut best: Option<Duration> = None;
+        for _ in 0..10 {
+            let start = Instant::now();
+            match std::net::TcpStream::connect_timeout(&target, Duration::from_millis(500)) {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    let took = start.elapsed();
+                    best = Some(best.map_or(took, |b| b.min(took)));
+                }
+                Ok(_) => return Err(format!("something listens at {target}")),
+                Err(_) => {} // lost: try again
+            }
+        }
+        best.ok_or_else(|| format!("no answer from {target}"))
+    })?
+}
+
+/// Runs `f` on a thread of its own that has entered network namespace `ns`
+/// (a thread's network namespace is its own; sockets it makes keep theirs).
+fn in_namespace<R: Send + 'static>(ns: &str, f: impl FnOnce() -> R + Send + 'static) -> Result<R, String> {
+    let path = format!("/run/netns/{ns}");
+    std::thread::spawn(move || -> Result<R, String> {
+        let file = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+        // SAFETY: moves this thread (only) into the namespace `file` refers to.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
+        }
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| format!("a thread in {ns} panicked"))?
+}
+
 /// Delay and loss on every link of a rack, until dropped.
 pub struct BadNetwork {
     how: How,
@@ -211,28 +249,21 @@ const PACKET_VNET_HDR: libc::c_int = 15;
 /// `<linux/if_packet.h>`: do not receive what the socket's device sends.
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
-/// Packet sockets on `ports` of namespace `ns`, made on a thread that has
-/// entered `ns` (a thread's network namespace is its own; the sockets keep
-/// theirs). Each passes frames with their offload header (so that a
+/// Packet sockets on `ports` of namespace `ns`. Each passes frames with their offload header (so that a
 /// segmentation-offloaded frame larger than the link's MTU goes on as it
 /// came), ignores what it sends itself, and times out its receives every
 /// 50 ms.
 fn open_sockets(ns: &str, ports: &[String]) -> Result<Vec<OwnedFd>, String> {
-    let path = format!("/run/netns/{ns}");
     let ports = ports.to_vec();
-    std::thread::spawn(move || -> Result<Vec<OwnedFd>, String> {
-        let f = std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
-        // SAFETY: moves this thread (only) into the namespace `f` refers to.
-        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-            return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
-        }
+    let where_ = ns.to_owned();
+    in_namespace(ns, move || -> Result<Vec<OwnedFd>, String> {
         let mut fds = Vec::new();
         for p in &ports {
             let name = std::ffi::CString::new(p.as_str()).expect("no NUL in a port name");
             // SAFETY: a NUL-terminated name.
             let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
             if index == 0 {
-                return Err(format!("no port {p} in {path}"));
+                return Err(format!("no port {p} in {where_}"));
             }
             let all = (libc::ETH_P_ALL as u16).to_be();
             // SAFETY: a plain socket call; the descriptor is owned below.
@@ -288,7 +319,5 @@ fn open_sockets(ns: &str, ports: &[String]) -> Result<Vec<OwnedFd>, String> {
             fds.push(fd);
         }
         Ok(fds)
-    })
-    .join()
-    .map_err(|_| "the thread opening the relay's sockets panicked".to_string())?
+    })?
 }
