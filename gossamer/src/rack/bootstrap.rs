@@ -503,7 +503,8 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     // another host than rank 0's, the flags that rank 0 sets in its region
     // arrive as messages.
     let shared = rt.shared();
-    let leader = Leader { rank: role.rank, host: layout.host_names[layout.host_of_rank[0]].clone(), address: s.peer() };
+    let leader =
+        Leader { rank: role.rank, host: layout.host_names[layout.host_of_rank[0]].clone(), address: s.whereabouts() };
     let mut heard = Instant::now();
     let mut beat = Instant::now();
     loop {
@@ -548,7 +549,7 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
             Ok(Msg::Stop) => shared.stop_all(),
             Ok(Msg::Failed { rank, host, address, cause }) => {
                 eprintln!(
-                    "gossamer: rank {}: rank {rank} failed: {cause} (on host {host}, {address}); the program stops",
+                    "gossamer: rank {}: rank {rank} failed: {cause} (on host {host}{address}); the program stops",
                     role.rank
                 );
                 std::process::exit(1);
@@ -592,7 +593,7 @@ fn main_panicked(shared: &Shared, monitor: &Monitor, p: &(dyn std::any::Any + Se
 struct Leader {
     /// The follower's own rank.
     rank: usize,
-    /// Rank 0's host and its address as the control connection sees it.
+    /// Rank 0's host, and where it is as `Conn::whereabouts` says it.
     host: String,
     address: String,
 }
@@ -601,7 +602,7 @@ impl Leader {
     /// Rank 0 is lost (`why`): the program stops, and so does this process.
     fn gone(&self, why: &str) -> ! {
         eprintln!(
-            "gossamer: rank {}: rank 0 (on host {}, {}) is gone: {why}; the program stops",
+            "gossamer: rank {}: rank 0 (on host {}{}) is gone: {why}; the program stops",
             self.rank, self.host, self.address
         );
         std::process::exit(1);

@@ -93,6 +93,16 @@ impl Conn {
     pub(crate) fn peer(&self) -> String {
         self.stream.peer()
     }
+
+    /// Where the other end is, in the words that name a lost rank: `", "`
+    /// and its address and port over TCP, nothing over a Unix socket (the
+    /// host's name says it all).
+    pub(crate) fn whereabouts(&self) -> String {
+        match &self.stream {
+            Stream::Tcp(_) => format!(", {}", self.stream.peer()),
+            Stream::Unix(_) => String::new(),
+        }
+    }
 }
 
 impl AsRawFd for Conn {
@@ -151,8 +161,9 @@ pub(crate) enum Msg {
     /// A process has stopped its workers and is about to exit cleanly.
     Bye,
     /// Rank 0 to the ranks still connected: rank `rank`, on host `host` (at
-    /// `address`, as rank 0's control connection sees it), failed with
-    /// `cause`, and the program stops. Each rank names it as it exits.
+    /// `address`, as `Conn::whereabouts` of rank 0's connection to it says),
+    /// failed with `cause`, and the program stops. Each rank names it as it
+    /// exits.
     Failed { rank: u32, host: String, address: String, cause: String },
 }
 

@@ -73,7 +73,7 @@ impl Monitor {
                 let mut stop_sent = false;
                 let mut heard = vec![Instant::now(); streams.len()];
                 // Where each rank is, for the message that names a lost one.
-                let addresses: Vec<String> = streams.iter().map(Conn::peer).collect();
+                let addresses: Vec<String> = streams.iter().map(Conn::whereabouts).collect();
                 let mut beat = Instant::now();
                 loop {
                     if a2.load(Ordering::SeqCst) {
@@ -234,6 +234,7 @@ fn kill_all(children: &mut [Child]) {
 struct Lost<'a> {
     rank: usize,
     host: &'a str,
+    /// As `Conn::whereabouts` says it.
     address: &'a str,
     cause: &'a str,
 }
@@ -262,7 +263,7 @@ fn fail(shared: &Shared, children: &mut [Child], streams: &mut [Conn], closed: &
     }
     kill_all(children);
     eprintln!(
-        "gossamer: rank {} failed: {} (on host {}, {}); the program stops",
+        "gossamer: rank {} failed: {} (on host {}{}); the program stops",
         lost.rank, lost.cause, lost.host, lost.address
     );
     std::process::exit(1);
