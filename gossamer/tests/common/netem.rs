@@ -3,7 +3,7 @@
 //! RST: the frames just stop).
 //!
 //! Delay and loss come from `tc netem` on every host's link where the
-//! kernel has it (`sch_netem`). Where it does not, a relay in the test
+//! kernel has it (`sch_netem`). Where it does not (or `tc` is missing), a relay in the test
 //! process does the same: the bridge's ports are taken off the bridge, and
 //! the relay, holding a packet socket on each, passes every frame to the
 //! other ports after the delay, dropping each with the loss probability.
@@ -89,7 +89,8 @@ pub struct BadNetwork {
 enum How {
     /// `tc netem` on each host's `eth0`: the namespaces, by name.
     Netem(Vec<String>),
-    Relay(Relay),
+    /// The relay, and why `tc netem` could not be used.
+    Relay(Relay, String),
 }
 
 impl BadNetwork {
@@ -104,29 +105,32 @@ impl BadNetwork {
             let out = Command::new("ip")
                 .args(["netns", "exec", &ns, "tc", "qdisc", "add", "dev", "eth0", "root", "netem"])
                 .args(&spec)
-                .output()
-                .map_err(|e| format!("cannot run tc: {e}"))?;
-            if out.status.success() {
-                done.push(ns);
-                continue;
+                .output();
+            let err = match out {
+                Ok(o) if o.status.success() => {
+                    done.push(ns);
+                    continue;
+                }
+                Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+                Err(e) => format!("cannot run tc: {e}"),
+            };
+            if h > 0 {
+                // netem works here, yet not on this host: no fallback.
+                drop(BadNetwork { how: How::Netem(done) });
+                return Err(format!("tc qdisc add dev eth0 root netem {} in {ns}: {err}", spec.join(" ")));
             }
-            let err = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-            let bad = BadNetwork { how: How::Netem(done) };
-            if h == 0 && (err.contains("unknown") || err.contains("not found")) {
-                drop(bad);
-                let relay = Relay::start(rack, delay, loss_percent / 100.0)?;
-                return Ok(BadNetwork { how: How::Relay(relay) });
-            }
-            return Err(format!("tc qdisc add dev eth0 root netem {} in {ns}: {err}", spec.join(" ")));
+            // No netem on this machine (no sch_netem, or no tc): the relay.
+            let relay = Relay::start(rack, delay, loss_percent / 100.0)?;
+            return Ok(BadNetwork { how: How::Relay(relay, err) });
         }
         Ok(BadNetwork { how: How::Netem(done) })
     }
 
-    /// What imposes it: `tc netem` or the relay.
-    pub fn how(&self) -> &'static str {
-        match self.how {
-            How::Netem(_) => "tc netem",
-            How::Relay(_) => "a relay (this kernel has no sch_netem)",
+    /// What imposes it: `tc netem`, or the relay and why not netem.
+    pub fn how(&self) -> String {
+        match &self.how {
+            How::Netem(_) => "tc netem".into(),
+            How::Relay(_, why) => format!("a relay (tc netem: {why})"),
         }
     }
 
@@ -134,7 +138,7 @@ impl BadNetwork {
     pub fn relay_counts(&self) -> Option<(u64, u64)> {
         match &self.how {
             How::Netem(_) => None,
-            How::Relay(r) => Some((r.counts[0].load(Ordering::Relaxed), r.counts[1].load(Ordering::Relaxed))),
+            How::Relay(r, _) => Some((r.counts[0].load(Ordering::Relaxed), r.counts[1].load(Ordering::Relaxed))),
         }
     }
 }
