@@ -3,10 +3,11 @@
 //! RST: the frames just stop).
 //!
 //! Delay and loss come from `tc netem` on every host's link where the
-//! kernel has it (`sch_netem`). Where it does not (or `tc` is missing), a relay in the test
-//! process does the same: the bridge's ports are taken off the bridge, and
-//! the relay, holding a packet socket on each, passes every frame to the
-//! other ports after the delay, dropping each with the loss probability.
+//! kernel has it (`sch_netem`). Where it does not (or `tc` is missing), a
+//! relay in the test process does the same: the bridge's ports are taken
+//! off the bridge, and the relay, holding a packet socket on each, passes
+//! every frame to the other ports after the delay, dropping each with the
+//! loss probability.
 //! Either way a frame from one host to another is delayed once and lost
 //! with the given probability, in each direction. Dropping the
 //! [`BadNetwork`] takes the impairment away (qdiscs deleted, or the relay
