@@ -19,6 +19,11 @@
 #
 # Every process it starts runs under `timeout $limit`; its output goes to
 # $work/run.*, which `failed` shows.
+#
+# SIM_NETEM in the environment makes the rack's network a bad one: its
+# value is a `tc netem` specification (e.g. SIM_NETEM="delay 2ms loss 1%")
+# applied to every host's link as it leaves the host, so that each frame
+# between two hosts gets it once. Needs the kernel's sch_netem.
 # shellcheck shell=bash disable=SC2154,SC2034 # prog, root, limit come from the caller; the rest go to it
 
 netns="$root/scripts/rack-netns.sh"
@@ -176,6 +181,15 @@ sim_hosts_rack() {
         [ -n "$a" ] || die "the rack did not report host h$h's address"
         addr+=("$a")
     done
+    if [ -n "${SIM_NETEM:-}" ]; then
+        local out
+        for ((h = 0; h < n; h++)); do
+            # shellcheck disable=SC2086 # the specification is several words
+            out=$(ip netns exec "gsm-$tag-h$h" tc qdisc add dev eth0 root netem $SIM_NETEM 2>&1) ||
+                die "SIM_NETEM=\"$SIM_NETEM\": tc netem on host h$h: $out (the kernel needs sch_netem)"
+        done
+        echo "$prog: every link: netem $SIM_NETEM" >&2
+    fi
     GOSSAMER_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
     export GOSSAMER_SECRET
     unset GOSSAMER_SECRET_FILE

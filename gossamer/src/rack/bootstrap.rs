@@ -503,27 +503,32 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     // another host than rank 0's, the flags that rank 0 sets in its region
     // arrive as messages.
     let shared = rt.shared();
+    let leader =
+        Leader { rank: role.rank, host: layout.host_names[layout.host_of_rank[0]].clone(), address: s.whereabouts() };
     let mut heard = Instant::now();
     let mut beat = Instant::now();
     loop {
         if shared.stopped() {
             break;
         }
-        if beat.elapsed() >= control::HEARTBEAT {
+        if beat.elapsed() >= control::heartbeat() {
             beat = Instant::now();
             if control::send(&mut s, &Msg::Heartbeat).is_err() {
-                rank0_gone(role.rank, "its control connection closed");
+                leader.gone("its control connection closed");
             }
         }
         match wait_message(&mut s, Duration::from_millis(2)) {
             Ok(None) => {
                 if heard.elapsed() > control::silence() {
-                    rank0_gone(role.rank, "it stopped answering");
+                    leader.gone(&format!(
+                        "it stopped answering for {:?}, the heartbeat window (hung, or its host unreachable)",
+                        control::silence()
+                    ));
                 }
                 continue;
             }
             Ok(Some(())) => {}
-            Err(_) => rank0_gone(role.rank, "its control connection failed"),
+            Err(_) => leader.gone("its control connection failed"),
         }
         heard = Instant::now();
         match control::recv(&mut s) {
@@ -538,12 +543,19 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
                     })
                     .collect();
                 if control::send(&mut s, &Msg::Status { probe: k, threads }).is_err() {
-                    rank0_gone(role.rank, "its control connection closed");
+                    leader.gone("its control connection closed");
                 }
             }
             Ok(Msg::Stop) => shared.stop_all(),
+            Ok(Msg::Failed { rank, host, address, cause }) => {
+                eprintln!(
+                    "gossamer: rank {}: rank {rank} failed: {cause} (on host {host}{address}); the program stops",
+                    role.rank
+                );
+                std::process::exit(1);
+            }
             Ok(_) => {}
-            Err(_) => rank0_gone(role.rank, "its control connection closed"),
+            Err(_) => leader.gone("its control connection closed"),
         }
     }
     rt.leave();
@@ -577,9 +589,24 @@ fn main_panicked(shared: &Shared, monitor: &Monitor, p: &(dyn std::any::Any + Se
     std::process::exit(101);
 }
 
-fn rank0_gone(rank: usize, why: &str) -> ! {
-    eprintln!("gossamer: rank {rank}: rank 0 is gone ({why}); stopping");
-    std::process::exit(1);
+/// Rank 0 as a follower names it when it is lost.
+struct Leader {
+    /// The follower's own rank.
+    rank: usize,
+    /// Rank 0's host, and where it is as `Conn::whereabouts` says it.
+    host: String,
+    address: String,
+}
+
+impl Leader {
+    /// Rank 0 is lost (`why`): the program stops, and so does this process.
+    fn gone(&self, why: &str) -> ! {
+        eprintln!(
+            "gossamer: rank {}: rank 0 (on host {}{}) is gone: {why}; the program stops",
+            self.rank, self.host, self.address
+        );
+        std::process::exit(1);
+    }
 }
 
 /// Whether something (a message, or the end of the connection) arrives

@@ -17,20 +17,58 @@ use serde::{Deserialize, Serialize};
 use super::stream::Stream;
 use crate::fabric::hosts::PeerInfo;
 
-/// How often both ends of a control connection say they are alive.
+/// How often both ends of a control connection say they are alive, at
+/// most: with a window shorter than five heartbeats, the heartbeat is a
+/// fifth of the window (see [`heartbeat`]).
 pub(crate) const HEARTBEAT: Duration = Duration::from_millis(200);
-/// How long a silent peer is given before the program stops: 1.5 s, or
-/// `GOSSAMER_SILENCE_MS` (raise it where processes may be starved for
-/// longer, e.g. beside heavy builds on few cores). Rank 0 and the others
-/// each read their own environment.
+
+/// The heartbeat window by default: 1.5 s. It is the time a peer may stay
+/// silent before the program stops, and it bounds both ways what a bad
+/// network does to a program (see the `rack` module's documentation): a
+/// host whose link goes down is noticed in at most this long, and an
+/// interruption is survived while the silence it causes stays under it.
+/// With TCP's retransmission timeout of at least 200 ms, doubling on each
+/// loss in a row, a link down for 300 ms costs about 0.8 s of silence.
+pub(crate) const DEFAULT_WINDOW: Duration = Duration::from_millis(1500);
+
+/// The shortest window accepted: below it, a busy machine's scheduling
+/// alone would stop programs.
+pub(crate) const MIN_WINDOW: Duration = Duration::from_millis(100);
+
+/// The environment variable that sets the heartbeat window, in milliseconds.
+pub(crate) const WINDOW_VAR: &str = "GOSSAMER_SILENCE_MS";
+
+/// How long a silent peer is given before the program stops (the heartbeat
+/// window): [`DEFAULT_WINDOW`], or `GOSSAMER_SILENCE_MS` (raise it where
+/// processes may be starved for longer, e.g. beside heavy builds on few
+/// cores, or where the network may be cut for longer without the program
+/// giving up; lower it to notice a lost host sooner). Values below
+/// [`MIN_WINDOW`] are raised to it; one that is not a number is ignored with
+/// a warning. Rank 0 and the others each read their own environment.
 pub(crate) fn silence() -> Duration {
     static S: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-    *S.get_or_init(|| {
-        std::env::var("GOSSAMER_SILENCE_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map_or(Duration::from_millis(1500), Duration::from_millis)
-    })
+    *S.get_or_init(|| window_from(std::env::var(WINDOW_VAR).ok().as_deref()))
+}
+
+/// The window that the value of `GOSSAMER_SILENCE_MS` asks for.
+fn window_from(value: Option<&str>) -> Duration {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else { return DEFAULT_WINDOW };
+    match v.parse::<u64>() {
+        Ok(ms) => Duration::from_millis(ms).max(MIN_WINDOW),
+        Err(_) => {
+            tracing::warn!(
+                "{WINDOW_VAR}={v:?} is not a number of milliseconds; using the default heartbeat window of {:?}",
+                DEFAULT_WINDOW
+            );
+            DEFAULT_WINDOW
+        }
+    }
+}
+
+/// How often each end sends a heartbeat: [`HEARTBEAT`], or a fifth of a
+/// shorter window, so that several heartbeats fit in any window.
+pub(crate) fn heartbeat() -> Duration {
+    HEARTBEAT.min(silence() / 5)
 }
 
 /// Largest control message accepted (from an authenticated peer).
@@ -54,6 +92,16 @@ impl Conn {
     /// Who is at the other end, for the log.
     pub(crate) fn peer(&self) -> String {
         self.stream.peer()
+    }
+
+    /// Where the other end is, in the words that name a lost rank: `", "`
+    /// and its address and port over TCP, nothing over a Unix socket (the
+    /// host's name says it all).
+    pub(crate) fn whereabouts(&self) -> String {
+        match &self.stream {
+            Stream::Tcp(_) => format!(", {}", self.stream.peer()),
+            Stream::Unix(_) => String::new(),
+        }
     }
 }
 
@@ -107,11 +155,16 @@ pub(crate) enum Msg {
     Status { probe: u64, threads: Vec<(u32, u32, u64)> },
     /// Rank 0 has stopped the program: leave (to another host).
     Stop,
-    /// Still here: sent both ways every `HEARTBEAT`; a peer silent for
+    /// Still here: sent both ways every `heartbeat()`; a peer silent for
     /// `silence()` is taken for dead (hung, or its host unreachable).
     Heartbeat,
     /// A process has stopped its workers and is about to exit cleanly.
     Bye,
+    /// Rank 0 to the ranks still connected: rank `rank`, on host `host` (at
+    /// `address`, as `Conn::whereabouts` of rank 0's connection to it says),
+    /// failed with `cause`, and the program stops. Each rank names it as it
+    /// exits.
+    Failed { rank: u32, host: String, address: String, cause: String },
 }
 
 pub(crate) fn send(c: &mut Conn, m: &Msg) -> io::Result<()> {
@@ -181,6 +234,19 @@ mod tests {
         assert!(recv(&mut b).is_err());
     }
 
+    #[test]
+    fn the_heartbeat_window_is_the_default_unless_set_and_never_tiny() {
+        assert_eq!(window_from(None), DEFAULT_WINDOW);
+        assert_eq!(window_from(Some("")), DEFAULT_WINDOW);
+        assert_eq!(window_from(Some("2500")), Duration::from_millis(2500));
+        assert_eq!(window_from(Some("3")), MIN_WINDOW);
+        assert_eq!(window_from(Some("soon")), DEFAULT_WINDOW);
+        // The defaults meet both promises of the module documentation: a
+        // lost host noticed within 2 s, and several heartbeats per window.
+        assert!(DEFAULT_WINDOW + HEARTBEAT / 4 < Duration::from_secs(2));
+        assert!(DEFAULT_WINDOW >= 5 * HEARTBEAT);
+    }
+
     proptest::proptest! {
         /// Whatever bytes arrive, decoding returns a message or an error.
         #[test]
@@ -213,6 +279,7 @@ mod tests {
                 Msg::Stop,
                 Msg::Heartbeat,
                 Msg::Bye,
+                Msg::Failed { rank, host: name.clone(), address: name.clone(), cause: name.clone() },
             ] {
                 let body = postcard::to_stdvec(&m).unwrap();
                 proptest::prop_assert_eq!(decode(&body).unwrap(), m);

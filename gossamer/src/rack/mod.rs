@@ -18,6 +18,49 @@
 //! every process stops and rank 0 exits non-zero, naming the rank and the
 //! cause. A panic in `gsm_main` does the same at once: rank 0 prints it
 //! with its rank, stops the others and exits with status 101.
+//!
+//! # Heartbeats, and a bad network
+//!
+//! Rank 0 and every other rank exchange a heartbeat every 200 ms on their
+//! control connection (`rack::control`). A peer that stays silent for the
+//! *heartbeat window* — 1.5 s, or `GOSSAMER_SILENCE_MS` milliseconds (at
+//! least 100; the heartbeat then comes every fifth of the window at most) —
+//! is taken for lost, as one whose connection closes is. The window is the
+//! one setting that trades two promises against each other:
+//!
+//! * **A lost host stops the program within the window and a little.** A
+//!   host whose link goes down sends no FIN and no RST: its peers hear
+//!   nothing more. Rank 0 notices the silence, tells every rank still
+//!   connected which rank failed, on which host and at which address
+//!   (`gossamer: rank 1: rank 2 failed: stopped answering for 1.5s, the
+//!   heartbeat window (hung, or its host unreachable) (on host h2,
+//!   10.231.60.3:58076); the program stops`), and exits; each rank prints
+//!   that line and exits. When rank 0's own host is the one cut off, the
+//!   other ranks notice its silence themselves and name it. The ranks of
+//!   the lost host, hearing nothing either, give up after the same window.
+//!   With the defaults, the program is gone about 1.4 s after the link.
+//! * **An interruption well within the window is survived.** TCP
+//!   retransmits what the interruption lost, its retransmission timeout at
+//!   least 200 ms and doubling on each loss in a row, so the retransmission
+//!   that gets through may come some time after the link is back: a link
+//!   down for `p` silences a connection for about one heartbeat plus `p`
+//!   plus that wait, about 0.8 s for 300 ms. With the default window, links
+//!   down for 300 ms and for 0.9 s were survived in tests, and one down for
+//!   1.2 s was not. Delay and loss that a network has all the time (2 ms and
+//!   1 % in the tests) cost a retransmission each, mostly within
+//!   milliseconds (TCP's tail-loss probes), far below the window.
+//!
+//! Raise the window where processes may be starved for long (heavy builds
+//! beside the program on few cores) or where the network may go away for
+//! longer without the program giving up; lower it to notice a lost host
+//! sooner. Between hosts the data goes over UCX. Over TCP, UCX rides out an
+//! interruption on TCP's own retransmissions, whose limit is many minutes,
+//! and its keepalive (`UCX_KEEPALIVE_INTERVAL`, 20 s) did not end a
+//! connection cut for 45 s under a longer window (UCX 1.13): the window,
+//! not UCX, decides. Over RDMA transports UCX's own transport timeouts
+//! (`UCX_RC_TIMEOUT` and `UCX_RC_RETRY_COUNT`, `UCX_UD_TIMEOUT`) may end an
+//! endpoint first, failing the program with "a put to another host
+//! failed": raise them with a long window.
 
 mod bootstrap;
 mod control;

@@ -72,6 +72,8 @@ impl Monitor {
                 let mut waiting: Option<(Vec<bool>, mpsc::Sender<()>)> = None;
                 let mut stop_sent = false;
                 let mut heard = vec![Instant::now(); streams.len()];
+                // Where each rank is, for the message that names a lost one.
+                let addresses: Vec<String> = streams.iter().map(Conn::whereabouts).collect();
                 let mut beat = Instant::now();
                 loop {
                     if a2.load(Ordering::SeqCst) {
@@ -99,7 +101,7 @@ impl Monitor {
                             }
                         }
                     }
-                    if beat.elapsed() >= control::HEARTBEAT {
+                    if beat.elapsed() >= control::heartbeat() {
                         beat = Instant::now();
                         for i in 0..streams.len() {
                             if !closed[i] {
@@ -110,11 +112,11 @@ impl Monitor {
                     for i in 0..streams.len() {
                         if !closed[i] && !bye[i] && heard[i].elapsed() > control::silence() {
                             let cause = format!(
-                                "stopped answering for {:?} (hung, or host {} unreachable)",
-                                control::silence(),
-                                hosts[i]
+                                "stopped answering for {:?}, the heartbeat window (hung, or its host unreachable)",
+                                control::silence()
                             );
-                            fail(&shared, &mut children, i + 1, &hosts[i], &cause);
+                            let lost = Lost { rank: i + 1, host: &hosts[i], address: &addresses[i], cause: &cause };
+                            fail(&shared, &mut children, &mut streams, &closed, lost);
                         }
                     }
                     let mut fds: Vec<libc::pollfd> = streams
@@ -153,9 +155,10 @@ impl Monitor {
                                     owes[i] = false;
                                 }
                                 if !bye[i] {
-                                    let rank = i + 1;
                                     let cause = cause_of(&mut children, i, &e);
-                                    fail(&shared, &mut children, rank, &hosts[i], &cause);
+                                    let lost =
+                                        Lost { rank: i + 1, host: &hosts[i], address: &addresses[i], cause: &cause };
+                                    fail(&shared, &mut children, &mut streams, &closed, lost);
                                 }
                             }
                         }
@@ -227,14 +230,41 @@ fn kill_all(children: &mut [Child]) {
     }
 }
 
-fn fail(shared: &Shared, children: &mut [Child], rank: usize, host: &str, cause: &str) -> ! {
+/// A rank that failed, as the message about it names it.
+struct Lost<'a> {
+    rank: usize,
+    host: &'a str,
+    /// As `Conn::whereabouts` says it.
+    address: &'a str,
+    cause: &'a str,
+}
+
+/// Stops the program because `lost` failed: tells every rank still
+/// connected who failed and why (so that each names it as it exits, on
+/// every host), stops this host's workers, kills the processes rank 0
+/// started, prints the cause and exits.
+fn fail(shared: &Shared, children: &mut [Child], streams: &mut [Conn], closed: &[bool], lost: Lost) -> ! {
+    let failed = Msg::Failed {
+        rank: lost.rank as u32,
+        host: lost.host.to_owned(),
+        address: lost.address.to_owned(),
+        cause: lost.cause.to_owned(),
+    };
+    for (i, s) in streams.iter_mut().enumerate() {
+        if !closed[i] && i + 1 != lost.rank {
+            let _ = control::send(s, &failed);
+        }
+    }
     let h = shared.region.header();
-    h.failed.store(rank as u32 + 1, Ordering::SeqCst);
+    h.failed.store(lost.rank as u32 + 1, Ordering::SeqCst);
     h.stop.store(1, Ordering::SeqCst);
     for t in shared.local.clone() {
         shared.ring(t);
     }
     kill_all(children);
-    eprintln!("gossamer: rank {rank} failed: {cause} (on host {host}); the program stops");
+    eprintln!(
+        "gossamer: rank {} failed: {} (on host {}{}); the program stops",
+        lost.rank, lost.cause, lost.host, lost.address
+    );
     std::process::exit(1);
 }
