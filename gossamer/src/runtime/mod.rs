@@ -1,11 +1,13 @@
 //! The runtime: worker threads, fiber placement, and orderly shutdown.
 
+mod autodedicate;
 mod builder;
 mod calls;
 pub(crate) mod context;
 mod fence;
 mod handle;
 mod host;
+mod live;
 pub(crate) mod join;
 mod observe;
 pub(crate) mod park;
@@ -16,7 +18,9 @@ pub(crate) mod shared;
 mod signal;
 pub(crate) mod strict;
 pub(crate) mod stuck;
+mod top_command;
 mod top_socket;
+pub(crate) mod tuning;
 pub(crate) mod worker;
 
 use std::sync::atomic::Ordering;
@@ -30,6 +34,8 @@ pub use handle::Handle;
 pub use host::host_name;
 pub use join::{JoinFuture, JoinHandle};
 pub use parker::{Parker, Unparker};
+pub use live::{dedicated, set_dedicated, set_dedicated_policy};
+pub use tuning::{DedicatedChange, DedicatedPolicy, TrusteeParams};
 
 use crate::error::Error;
 use crate::fabric::shm::region::Region;
@@ -131,6 +137,9 @@ impl Runtime {
             }
         }
         observe::start_services(&shared);
+        if shared.config.dedicated_auto {
+            autodedicate::ensure_started(&shared);
+        }
         Ok(Runtime { shared, threads })
     }
 

@@ -17,6 +17,11 @@ impl TrusteeRef {
         TrusteeRef { index: index as u32, runtime }
     }
 
+    /// The id of the trustee's runtime.
+    pub(crate) fn runtime_id(&self) -> u64 {
+        self.runtime
+    }
+
     /// The trustee's worker index.
     pub fn index(&self) -> usize {
         self.index as usize
