@@ -249,7 +249,8 @@ pub fn parse_settings(text: &str) -> Result<Settings, TopError> {
                 let trustee = num(n, "trustee", f.next())?;
                 let mut values = [0u64; 4];
                 for (key, v) in PARAM_KEYS.iter().zip(values.iter_mut()) {
-                    let field = f.next().ok_or_else(|| TopError::BadLine { line: n, reason: format!("missing {key}") })?;
+                    let field =
+                        f.next().ok_or_else(|| TopError::BadLine { line: n, reason: format!("missing {key}") })?;
                     let val = field
                         .strip_prefix(key)
                         .and_then(|r| r.strip_prefix('='))
@@ -275,12 +276,8 @@ pub fn parse_settings(text: &str) -> Result<Settings, TopError> {
 /// One line saying the dedicated count and the parameters (those of the
 /// first worker, and `*` when others differ).
 pub fn render_settings(s: &Settings) -> String {
-    let mut line = format!(
-        "dedicated trustees: {} of {} ({})",
-        s.dedicated,
-        s.workers,
-        if s.auto { "auto" } else { "fixed" }
-    );
+    let mut line =
+        format!("dedicated trustees: {} of {} ({})", s.dedicated, s.workers, if s.auto { "auto" } else { "fixed" });
     if let Some(first) = s.params.first() {
         line.push_str(" — params");
         for (k, v) in PARAM_KEYS.iter().zip(first.values) {

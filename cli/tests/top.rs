@@ -222,7 +222,8 @@ fn top_sets_the_dedicated_count_and_trustee_parameters_of_a_running_program() {
     let (ok, out, err) = top(&["--socket", &socket, "--set-dedicated", "1"]);
     assert!(ok, "gossamer top --set-dedicated failed:\n{out}\n{err}");
     assert!(out.starts_with("dedicated trustees: 1 of 2 (fixed)"), "{out}");
-    let (ok, out, err) = top(&["--socket", &socket, "--set", "idle_spin_us=50", "--set", "tight_polls=8", "--trustee", "1"]);
+    let (ok, out, err) =
+        top(&["--socket", &socket, "--set", "idle_spin_us=50", "--set", "tight_polls=8", "--trustee", "1"]);
     assert!(ok, "gossamer top --set failed:\n{out}\n{err}");
     assert!(out.contains("(trustee 0; others differ)"), "{out}");
     let (ok, out, err) = top(&["--socket", &socket, "--set-dedicated", "auto", "--set", "idle_spin_us=50"]);

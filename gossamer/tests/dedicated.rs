@@ -71,7 +71,10 @@ fn placement_follows_the_count_and_properties_stay() {
         assert!(rt.set_dedicated(3).is_err(), "no worker left for fibers");
         assert_eq!(rt.dedicated(), 0, "a refused count changes nothing");
         let h = rt.dedicated_history();
-        assert_eq!(h.iter().map(|c| (c.from, c.to, c.auto)).collect::<Vec<_>>(), [(0, 2, false), (2, 1, false), (1, 0, false)]);
+        assert_eq!(
+            h.iter().map(|c| (c.from, c.to, c.auto)).collect::<Vec<_>>(),
+            [(0, 2, false), (2, 1, false), (1, 0, false)]
+        );
         assert!(rt.shutdown().clean);
     });
 }

@@ -59,11 +59,8 @@ impl Decider {
             return k;
         }
         let share = serve / busy;
-        let dedicated_busy = if k > 0 {
-            loads[n - k..].iter().map(|l| l.serve + l.client).sum::<f64>() / k as f64
-        } else {
-            1.0
-        };
+        let dedicated_busy =
+            if k > 0 { loads[n - k..].iter().map(|l| l.serve + l.client).sum::<f64>() / k as f64 } else { 1.0 };
         let want_up = k + 1 < n && share > (k + 1) as f64 / n as f64 + MARGIN;
         let want_down = k > 0 && (share < k as f64 / n as f64 - MARGIN || dedicated_busy < IDLE_DEDICATED);
         self.up = if want_up { self.up + 1 } else { 0 };

@@ -72,7 +72,10 @@ pub(crate) enum Command {
     /// `dedicated K` or `dedicated auto`.
     Dedicated(DedicatedPolicy),
     /// `set all|N key=value …`: parameters of one trustee or of all.
-    Set { trustee: Option<usize>, changes: Vec<(Key, u64)> },
+    Set {
+        trustee: Option<usize>,
+        changes: Vec<(Key, u64)>,
+    },
 }
 
 fn number(what: &str, s: &str) -> Result<u64, String> {
