@@ -136,9 +136,9 @@ fn run(sh: Weak<Shared>, stop: &std::sync::atomic::AtomicBool, window: Duration)
                 .collect();
             let k = sh.tuning.dedicated();
             let next = decider.step(k, &loads);
-            // The program may have fixed a count meanwhile: move only if
-            // the policy is still ours.
-            if next != k && sh.tuning.auto() {
+            // The program may fix a count meanwhile: `change_dedicated`
+            // moves only while the policy is still ours.
+            if next != k {
                 tracing::debug!(?loads, from = k, to = next, "controller moves the dedicated count");
                 sh.change_dedicated(next, true);
             }

@@ -247,12 +247,12 @@ impl Shared {
     pub(crate) fn set_dedicated_policy(&self, policy: DedicatedPolicy) -> Result<(), Error> {
         match policy {
             DedicatedPolicy::Auto => {
+                let _h = self.tuning.history.lock().unwrap_or_else(|e| e.into_inner());
                 self.tuning.auto.store(true, Ordering::Relaxed);
                 Ok(())
             }
             DedicatedPolicy::Fixed(k) => {
                 self.check_dedicated(k)?;
-                self.tuning.auto.store(false, Ordering::Relaxed);
                 self.change_dedicated(k, false);
                 Ok(())
             }
@@ -270,17 +270,29 @@ impl Shared {
     /// Nothing moves: properties stay with their trustees and fibers with
     /// their threads; from now on placement picks among the new ranges, and
     /// a dedicated worker serves before it runs its remaining fibers.
-    pub(crate) fn change_dedicated(&self, k: usize, auto: bool) {
+    ///
+    /// The controller's change (`by_controller`) applies only while the
+    /// policy is still `Auto`; any other fixes the policy. Both happen under
+    /// the history's lock, so that a count the program fixes is never
+    /// overwritten by a decision the controller made just before.
+    pub(crate) fn change_dedicated(&self, k: usize, by_controller: bool) {
+        let mut h = self.tuning.history.lock().unwrap_or_else(|e| e.into_inner());
+        if by_controller {
+            if !self.tuning.auto() {
+                return;
+            }
+        } else {
+            self.tuning.auto.store(false, Ordering::Relaxed);
+        }
         let from = self.tuning.dedicated.swap(k, Ordering::Relaxed);
         if from == k {
             return;
         }
-        tracing::info!(from, to = k, auto, "dedicated trustees changed");
-        let mut h = self.tuning.history.lock().unwrap_or_else(|e| e.into_inner());
+        tracing::info!(from, to = k, auto = by_controller, "dedicated trustees changed");
         if h.len() == HISTORY {
             h.pop_front();
         }
-        h.push_back(DedicatedChange { at: self.tuning.started.elapsed(), from, to: k, auto });
+        h.push_back(DedicatedChange { at: self.tuning.started.elapsed(), from, to: k, auto: by_controller });
     }
 
     pub(crate) fn dedicated_history(&self) -> Vec<DedicatedChange> {
