@@ -136,7 +136,9 @@ impl Builder {
     }
 
     /// How long an idle worker keeps polling before it sleeps (default
-    /// 100 µs). Sleeping workers are woken by whoever sends them work.
+    /// 100 µs; at most 10 s). Sleeping workers are woken by whoever sends
+    /// them work. This and the other polling parameters can be changed
+    /// while the runtime runs: see [`Runtime::set_trustee_params`].
     pub fn idle_spin(mut self, d: Duration) -> Self {
         self.idle_spin = d;
         self
