@@ -108,6 +108,16 @@ impl Handle {
         set_policy(&self.shared, policy)
     }
 
+    /// As [`Runtime::dedicated_policy`].
+    pub fn dedicated_policy(&self) -> DedicatedPolicy {
+        self.shared.dedicated_policy()
+    }
+
+    /// As [`Runtime::trustee_params`].
+    pub fn trustee_params(&self, index: usize) -> Result<TrusteeParams, Error> {
+        self.shared.trustee_params(index)
+    }
+
     /// As [`Runtime::set_trustee_params`].
     pub fn set_trustee_params(&self, index: Option<usize>, params: TrusteeParams) -> Result<(), Error> {
         self.shared.set_trustee_params(index, params)
