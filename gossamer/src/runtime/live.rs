@@ -1,7 +1,7 @@
 //! The public calls that change trustee settings while the runtime runs —
 //! the number of dedicated trustees, the policy that picks it, and each
-//! trustee's polling parameters — on [`Runtime`], [`Handle`],
-//! [`TrusteeRef`] and, for fibers, as free functions.
+//! trustee's polling parameters — on [`Runtime`], [`Handle`] and, for
+//! fibers, as free functions (`TrusteeRef`'s are in the trust layer).
 
 use std::sync::Arc;
 
@@ -10,7 +10,6 @@ use super::shared::Shared;
 use super::tuning::{DedicatedChange, DedicatedPolicy, TrusteeParams};
 use super::{autodedicate, Handle, Runtime};
 use crate::error::Error;
-use crate::trust::TrusteeRef;
 
 pub(crate) fn set_policy(sh: &Arc<Shared>, policy: DedicatedPolicy) -> Result<(), Error> {
     sh.set_dedicated_policy(policy)?;
@@ -153,34 +152,4 @@ pub fn set_dedicated_policy(policy: DedicatedPolicy) -> Result<(), Error> {
 /// Outside the runtime's threads.
 pub fn dedicated() -> usize {
     context::worker().shared.tuning.dedicated()
-}
-
-impl TrusteeRef {
-    /// This trustee's polling parameters.
-    ///
-    /// # Errors
-    /// [`Error::ShutDown`] once its runtime has shut down;
-    /// [`Error::NoSuchTrustee`] if it runs in another process.
-    pub fn params(&self) -> Result<TrusteeParams, Error> {
-        let sh = Shared::find(self.runtime_id()).ok_or(Error::ShutDown)?;
-        sh.trustee_params(self.index())
-    }
-
-    /// Sets this trustee's polling parameters (see [`TrusteeParams`]).
-    ///
-    /// ```
-    /// let rt = gossamer::Runtime::builder().workers(2).build()?;
-    /// let t = rt.trustee(1);
-    /// let p = gossamer::TrusteeParams { tight_polls: 16, ..t.params()? };
-    /// t.set_params(p)?;
-    /// assert_eq!(t.params()?.tight_polls, 16);
-    /// # Ok::<(), gossamer::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`params`](Self::params), and [`Error::BadTrusteeParam`].
-    pub fn set_params(&self, params: TrusteeParams) -> Result<(), Error> {
-        let sh = Shared::find(self.runtime_id()).ok_or(Error::ShutDown)?;
-        sh.set_trustee_params(Some(self.index()), params)
-    }
 }
