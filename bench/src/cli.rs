@@ -36,9 +36,12 @@ pub struct Common {
     /// [default: available cores].
     #[arg(long, global = true)]
     pub threads: Option<usize>,
-    /// Dedicated trustee threads in the `-ded` variants [default: threads/4, at least 1].
-    #[arg(long, global = true)]
-    pub dedicated: Option<usize>,
+    /// Dedicated trustee threads in the `-ded` variants: a number, or `auto`
+    /// (all threads start as clients and trustees, and the runtime's
+    /// controller picks the count while the run goes on; its choices are
+    /// printed on stderr) [default: threads/4, at least 1].
+    #[arg(long, global = true, value_name = "N|auto")]
+    pub dedicated: Option<Dedicated>,
     /// Repetitions of every measurement; tables report medians [default: 3, quick and smoke: 1; demo: 3].
     #[arg(long, global = true)]
     pub repeat: Option<usize>,
@@ -63,6 +66,25 @@ pub struct Common {
     /// Deliberately miscount, to check that verification fails (for tests).
     #[arg(long, global = true, hide = true)]
     pub fault: bool,
+}
+
+/// The `--dedicated` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dedicated {
+    /// A fixed count.
+    Count(usize),
+    /// The runtime's controller picks it.
+    Auto,
+}
+
+impl std::str::FromStr for Dedicated {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Dedicated::Auto),
+            n => n.parse().map(Dedicated::Count).map_err(|_| format!("{n:?} is neither a number nor `auto`")),
+        }
+    }
 }
 
 /// The benchmarks.

@@ -40,6 +40,8 @@ pub struct Settings {
     pub threads: usize,
     /// Dedicated trustees in the `-ded` variants.
     pub dedicated: usize,
+    /// Whether the `-ded` variants let the runtime's controller pick the count.
+    pub dedicated_auto: bool,
     pub repeat: usize,
     pub duration: Duration,
     /// Length of each client's pre-generated key trace (a power of two).
@@ -67,7 +69,11 @@ impl Settings {
         if threads < 2 {
             return Err("at least 2 threads are needed (one client and one trustee)".into());
         }
-        let dedicated = c.dedicated.unwrap_or((threads / 4).max(1));
+        let dedicated_auto = c.dedicated == Some(crate::cli::Dedicated::Auto);
+        let dedicated = match c.dedicated {
+            Some(crate::cli::Dedicated::Count(n)) => n,
+            _ => (threads / 4).max(1),
+        };
         if dedicated == 0 || dedicated >= threads {
             return Err(format!("--dedicated must be between 1 and threads-1 ({})", threads - 1));
         }
@@ -80,6 +86,7 @@ impl Settings {
             scale,
             threads,
             dedicated,
+            dedicated_auto,
             repeat,
             duration,
             trace_len: scale.pick(1 << 20, 1 << 18, 1 << 12),
@@ -93,13 +100,22 @@ impl Settings {
         })
     }
 
+    /// Where the `-ded` variants put their trustees.
+    pub fn ded_placement(&self) -> crate::trust_env::Placement {
+        if self.dedicated_auto {
+            crate::trust_env::Placement::Auto
+        } else {
+            crate::trust_env::Placement::Dedicated(self.dedicated)
+        }
+    }
+
     /// One line describing the configuration, printed with every run.
     pub fn describe(&self) -> String {
         format!(
             "scale={} threads={} dedicated={} repeat={} duration={}ms fibers/thread={} window={} trace={} pin={} seed={}",
             self.scale.name(),
             self.threads,
-            self.dedicated,
+            if self.dedicated_auto { "auto".to_string() } else { self.dedicated.to_string() },
             self.repeat,
             self.duration.as_millis(),
             self.fibers,

@@ -16,6 +16,9 @@ pub enum Placement {
     Shared,
     /// The last `n` workers only serve; the others only issue requests.
     Dedicated(usize),
+    /// Every worker starts as a client and a trustee, as in `Shared`; the
+    /// runtime's controller dedicates trustees while the run goes on.
+    Auto,
 }
 
 /// A started runtime and its division of labour.
@@ -25,19 +28,27 @@ pub struct TrustEnv {
     pub clients: Vec<usize>,
     /// Workers that own the benchmark's objects.
     pub trustees: Vec<usize>,
+    /// Whether the controller picks the dedicated count (its choices are
+    /// printed when the environment is dropped).
+    auto: bool,
 }
 
 impl TrustEnv {
     pub fn start(threads: usize, placement: Placement, pin: bool) -> Result<TrustEnv> {
         let dedicated = match placement {
-            Placement::Shared => 0,
+            Placement::Shared | Placement::Auto => 0,
             Placement::Dedicated(n) => n,
         };
-        let rt = Runtime::builder().workers(threads).dedicated_trustees(dedicated).pin_threads(pin).build()?;
+        let auto = placement == Placement::Auto;
+        let mut b = Runtime::builder().workers(threads).dedicated_trustees(dedicated).pin_threads(pin);
+        if auto {
+            b = b.dedicated_trustees_auto();
+        }
+        let rt = b.build()?;
         let clients: Vec<usize> = (0..threads - dedicated).collect();
         let trustees: Vec<usize> =
             if dedicated > 0 { (threads - dedicated..threads).collect() } else { clients.clone() };
-        Ok(TrustEnv { rt, clients, trustees })
+        Ok(TrustEnv { rt, clients, trustees, auto })
     }
 
     /// Entrusts `count` objects, object `i` to trustee `i mod T`; each is
@@ -110,6 +121,20 @@ impl TrustEnv {
             .into_iter()
             .map(|h| h.join().map_err(|e| BenchError::Other(format!("verification fiber failed: {e}"))))
             .collect()
+    }
+}
+
+impl Drop for TrustEnv {
+    fn drop(&mut self) {
+        if self.auto {
+            let changes: Vec<String> = self
+                .rt
+                .dedicated_history()
+                .iter()
+                .map(|c| format!("{}->{} at {:.0}ms", c.from, c.to, c.at.as_secs_f64() * 1e3))
+                .collect();
+            eprintln!("dedicated auto: k={} at the end; changes: [{}]", self.rt.dedicated(), changes.join(", "));
+        }
     }
 }
 

@@ -145,6 +145,31 @@ fn faa_runs_and_verifies() {
 }
 
 #[test]
+fn dedicated_auto_runs_the_controller_and_verifies() {
+    let d = out_dir("faa-auto");
+    let o = bench(
+        &d,
+        &args(&["--dedicated", "auto", "faa", "--objects", "1,64", "--variants", "trust-async-ded,trust-apply-ded"]),
+    );
+    check_ok(&d, &o, &["faa_uniform.csv", "faa_zipf.csv", "faa_run.txt"]);
+    assert!(text(&o.stdout).contains("dedicated=auto"), "{}", text(&o.stdout));
+    // One line per measurement: 2 variants, 2 object counts, 2 distributions.
+    assert_eq!(text(&o.stderr).matches("dedicated auto: k=").count(), 8, "{}", text(&o.stderr));
+    let d = out_dir("map-auto");
+    let o = bench(
+        &d,
+        &args(&["--dedicated", "auto", "map", "--sizes", "10", "--writes", "50", "--variants", "trust-async-ded"]),
+    );
+    check_ok(&d, &o, &["map_size_uniform.csv", "map_writes_zipf.csv"]);
+    assert!(text(&o.stderr).contains("dedicated auto: k="), "{}", text(&o.stderr));
+    let o = bench(&d, &args(&["--dedicated", "sometimes", "faa"]));
+    assert!(!o.status.success() && text(&o.stderr).contains("neither a number nor `auto`"), "{}", text(&o.stderr));
+    for name in ["faa-auto", "map-auto"] {
+        let _ = std::fs::remove_dir_all(out_dir(name));
+    }
+}
+
+#[test]
 fn latency_runs_and_verifies() {
     let d = out_dir("latency");
     let o = bench(&d, &args(&["latency", "--loads", "0.5,4"]));

@@ -52,6 +52,18 @@ struct TopArgs {
     /// Leave profiling on in the program when exiting.
     #[arg(long)]
     keep: bool,
+    /// Set the program's number of dedicated trustees (a number, or `auto`
+    /// for its controller), print its settings and exit.
+    #[arg(long, value_name = "N|auto")]
+    set_dedicated: Option<String>,
+    /// Set trustee parameters (tight_polls, idle_spin_us, sleep_poll_us,
+    /// fiber_yield), e.g. `--set idle_spin_us=50`; repeatable. Prints the
+    /// program's settings and exits.
+    #[arg(long, value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// The trustee that --set changes [default: all].
+    #[arg(long, value_name = "N", requires = "set")]
+    trustee: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -214,6 +226,16 @@ fn go(cli: Cli) -> Result<i32, CliError> {
                 limit: a.limit,
                 stuck: a.stuck,
                 keep: a.keep,
+                set: {
+                    let mut set = Vec::new();
+                    if let Some(d) = &a.set_dedicated {
+                        set.push(top::dedicated_command(d)?);
+                    }
+                    if !a.set.is_empty() {
+                        set.push(top::set_command(&a.set, a.trustee)?);
+                    }
+                    set
+                },
             };
             top::run(&opts, &mut std::io::stdout().lock())
         }

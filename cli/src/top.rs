@@ -6,8 +6,10 @@
 //! This module connects to it, switches profiling on, and every interval
 //! reads a snapshot in the line format documented in the `gossamer` crate's
 //! `profile` module, and prints the trusts and trustees that were busiest
-//! since the last one. Nothing here depends on the `gossamer` crate: the
-//! format is parsed, as bytes from another process, with checks.
+//! since the last one, with the program's dedicated-trustee count and
+//! trustee parameters (`settings`). `--set-dedicated` and `--set` change
+//! those while the program runs. Nothing here depends on the `gossamer`
+//! crate: the format is parsed, as bytes from another process, with checks.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
@@ -185,6 +187,110 @@ pub fn parse(text: &str) -> Result<Snapshot, TopError> {
     Err(TopError::Truncated)
 }
 
+/// Workers listed in one `settings` answer at most.
+const MAX_WORKERS: usize = 65_536;
+
+/// The parameter names of a `params` line, in order.
+pub const PARAM_KEYS: [&str; 4] = ["tight_polls", "idle_spin_us", "sleep_poll_us", "fiber_yield"];
+
+/// One trustee's polling parameters, as the program reports them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamsRow {
+    /// The trustee.
+    pub trustee: usize,
+    /// Values in the order of [`PARAM_KEYS`].
+    pub values: [u64; 4],
+}
+
+/// The answer to `settings`: the dedicated trustees and every trustee's
+/// polling parameters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Settings {
+    /// Dedicated trustees right now.
+    pub dedicated: usize,
+    /// Whether the program's controller picks that count.
+    pub auto: bool,
+    /// This process's workers.
+    pub workers: usize,
+    /// Per worker.
+    pub params: Vec<ParamsRow>,
+}
+
+/// Parses one answer to `settings` (the whole text, `end` line included).
+pub fn parse_settings(text: &str) -> Result<Settings, TopError> {
+    let mut lines = text.split('\n').enumerate().map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l)));
+    let (_, first) = lines.next().ok_or(TopError::Truncated)?;
+    if let Some(e) = first.strip_prefix("error ") {
+        return Err(TopError::Refused(e.chars().take(200).collect()));
+    }
+    let mut head = first.split(' ');
+    if head.next() != Some("dedicated") {
+        return Err(TopError::BadLine { line: 1, reason: "not a settings answer".into() });
+    }
+    let dedicated = num(1, "dedicated count", head.next())?;
+    let auto = match head.next() {
+        Some("auto") => true,
+        Some("fixed") => false,
+        _ => return Err(TopError::BadLine { line: 1, reason: "policy is neither fixed nor auto".into() }),
+    };
+    let workers: usize = num(1, "workers", head.next())?;
+    if head.next().is_some() {
+        return Err(TopError::BadLine { line: 1, reason: "extra fields".into() });
+    }
+    if workers > MAX_WORKERS || dedicated >= workers.max(1) {
+        return Err(TopError::BadLine { line: 1, reason: format!("{dedicated} dedicated of {workers} workers") });
+    }
+    let mut out = Settings { dedicated, auto, workers, params: Vec::new() };
+    for (n, line) in lines {
+        match line.split_once(' ').unwrap_or((line, "")) {
+            ("end", "") => return Ok(out),
+            ("params", rest) if out.params.len() < workers => {
+                let mut f = rest.split(' ');
+                let trustee = num(n, "trustee", f.next())?;
+                let mut values = [0u64; 4];
+                for (key, v) in PARAM_KEYS.iter().zip(values.iter_mut()) {
+                    let field =
+                        f.next().ok_or_else(|| TopError::BadLine { line: n, reason: format!("missing {key}") })?;
+                    let val = field
+                        .strip_prefix(key)
+                        .and_then(|r| r.strip_prefix('='))
+                        .ok_or_else(|| TopError::BadLine { line: n, reason: format!("expected {key}=…") })?;
+                    *v = num(n, key, Some(val))?;
+                }
+                if f.next().is_some() {
+                    return Err(TopError::BadLine { line: n, reason: "extra fields".into() });
+                }
+                out.params.push(ParamsRow { trustee, values });
+            }
+            _ => {
+                return Err(TopError::BadLine {
+                    line: n,
+                    reason: format!("unexpected line {:?}", line.chars().take(40).collect::<String>()),
+                })
+            }
+        }
+    }
+    Err(TopError::Truncated)
+}
+
+/// One line saying the dedicated count and the parameters (those of the
+/// first worker, and `*` when others differ).
+pub fn render_settings(s: &Settings) -> String {
+    let mut line =
+        format!("dedicated trustees: {} of {} ({})", s.dedicated, s.workers, if s.auto { "auto" } else { "fixed" });
+    if let Some(first) = s.params.first() {
+        line.push_str(" — params");
+        for (k, v) in PARAM_KEYS.iter().zip(first.values) {
+            line.push_str(&format!(" {k}={v}"));
+        }
+        if s.params.iter().any(|p| p.values != first.values) {
+            line.push_str(" (trustee 0; others differ)");
+        }
+    }
+    line.push('\n');
+    line
+}
+
 /// Where process `pid` serves `gossamer top` (the rule the runtime uses).
 pub fn socket_path(pid: u32) -> PathBuf {
     let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir());
@@ -244,6 +350,11 @@ impl Conn {
     /// Reads a snapshot.
     pub fn snapshot(&mut self) -> Result<Snapshot, CliError> {
         Ok(parse(&self.ask("snapshot", true)?)?)
+    }
+
+    /// Reads the dedicated count and the trustees' parameters.
+    pub fn settings(&mut self) -> Result<Settings, CliError> {
+        Ok(parse_settings(&self.ask("settings", true)?)?)
     }
 
     /// Reads the program's stuck dump (text).
@@ -403,11 +514,51 @@ pub struct TopOpts {
     pub stuck: bool,
     /// Leave profiling on when exiting.
     pub keep: bool,
+    /// Commands that change the program's settings (`dedicated …`,
+    /// `set …`): sent first; then the settings are printed and top exits.
+    pub set: Vec<String>,
+}
+
+/// The socket command for `--set-dedicated VALUE` (`N` or `auto`).
+pub fn dedicated_command(value: &str) -> Result<String, CliError> {
+    let v = value.trim();
+    if v == "auto" || (!v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit())) {
+        Ok(format!("dedicated {v}"))
+    } else {
+        Err(CliError::Usage(format!("--set-dedicated {value:?}: give a number of trustees or `auto`")))
+    }
+}
+
+/// The socket command for `--set KEY=VALUE …` on `trustee` (all when `None`).
+pub fn set_command(pairs: &[String], trustee: Option<usize>) -> Result<String, CliError> {
+    let mut cmd = format!("set {}", trustee.map_or("all".to_string(), |t| t.to_string()));
+    for p in pairs {
+        let ok = p.split_once('=').is_some_and(|(k, v)| {
+            PARAM_KEYS.contains(&k) && !v.is_empty() && v.len() <= 20 && v.bytes().all(|b| b.is_ascii_digit())
+        });
+        if !ok {
+            return Err(CliError::Usage(format!(
+                "--set {p:?}: expected KEY=NUMBER with KEY one of {}",
+                PARAM_KEYS.join(", ")
+            )));
+        }
+        cmd.push(' ');
+        cmd.push_str(p);
+    }
+    Ok(cmd)
 }
 
 /// Runs `gossamer top`, writing tables to `out`.
 pub fn run(opts: &TopOpts, out: &mut dyn Write) -> Result<i32, CliError> {
     let mut conn = Conn::connect(&opts.socket)?;
+    if !opts.set.is_empty() {
+        for cmd in &opts.set {
+            conn.command(cmd)?;
+        }
+        let text = render_settings(&conn.settings()?);
+        out.write_all(text.as_bytes()).map_err(CliError::io("write the settings"))?;
+        return Ok(0);
+    }
     conn.command("profile all")?;
     let result = (|| {
         let mut prev = conn.snapshot()?;
@@ -417,6 +568,11 @@ pub fn run(opts: &TopOpts, out: &mut dyn Write) -> Result<i32, CliError> {
             std::thread::sleep(opts.interval);
             let cur = conn.snapshot()?;
             let mut text = render(Some(&prev), &cur, opts.interval.as_secs_f64(), opts.limit);
+            // Programs without live settings answer an error: no line then.
+            if let Ok(settings) = conn.settings() {
+                let at = text.find('\n').map_or(text.len(), |i| i + 1);
+                text.insert_str(at, &render_settings(&settings));
+            }
             if opts.stuck {
                 text.push('\n');
                 text.push_str(&conn.stuck()?);

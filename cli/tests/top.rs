@@ -213,3 +213,31 @@ fn top_without_a_program_fails_clearly() {
     assert!(!ok);
     assert!(err.contains("GOSSAMER_TOP=1"), "{err}");
 }
+
+#[test]
+fn top_sets_the_dedicated_count_and_trustee_parameters_of_a_running_program() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Demo::start(300, &[]);
+    let socket = d.socket.to_str().unwrap().to_string();
+    let (ok, out, err) = top(&["--socket", &socket, "--set-dedicated", "1"]);
+    assert!(ok, "gossamer top --set-dedicated failed:\n{out}\n{err}");
+    assert!(out.starts_with("dedicated trustees: 1 of 2 (fixed)"), "{out}");
+    let (ok, out, err) =
+        top(&["--socket", &socket, "--set", "idle_spin_us=50", "--set", "tight_polls=8", "--trustee", "1"]);
+    assert!(ok, "gossamer top --set failed:\n{out}\n{err}");
+    assert!(out.contains("(trustee 0; others differ)"), "{out}");
+    let (ok, out, err) = top(&["--socket", &socket, "--set-dedicated", "auto", "--set", "idle_spin_us=50"]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("(auto)") && out.contains("idle_spin_us=50"), "{out}");
+    // The program refuses what it cannot do, and top says so.
+    let (ok, out, err) = top(&["--socket", &socket, "--set-dedicated", "2"]);
+    assert!(!ok && err.contains("leave no worker to run fibers"), "{out}\n{err}");
+    let (ok, _, err) = top(&["--socket", &socket, "--set", "fiber_yield=0"]);
+    assert!(!ok && err.contains("fiber_yield"), "{err}");
+    // The table shows the settings.
+    let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.3"]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("dedicated trustees: ") && out.contains("(auto)"), "{out}");
+    let rest = d.finish();
+    assert!(rest.contains("shutdown clean: true"), "{rest}");
+}

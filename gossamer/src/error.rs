@@ -18,6 +18,27 @@ pub enum Error {
         /// Dedicated trustees asked for.
         dedicated: usize,
     },
+    /// A trustee parameter outside its bounds (see [`TrusteeParams`](crate::TrusteeParams)).
+    #[error("trustee parameter {name} = {value} is out of bounds: it must be {allowed}")]
+    BadTrusteeParam {
+        /// The parameter.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// A trustee index that names no worker of this process.
+    #[error("no trustee {index} in this process (its workers are {local:?}); name one of them")]
+    NoSuchTrustee {
+        /// The index given.
+        index: usize,
+        /// This process's workers.
+        local: std::ops::Range<usize>,
+    },
+    /// The runtime was asked for something after it shut down.
+    #[error("the runtime has shut down; keep the Runtime alive while its settings are changed")]
+    ShutDown,
     /// The operating system refused to start a worker thread.
     #[error("cannot start worker thread {index}: {source}")]
     Spawn {

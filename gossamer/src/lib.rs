@@ -104,8 +104,9 @@ pub use objects::{spawn_to, Barrier};
 pub use rack::{main, topology, Topology};
 pub use runtime::profile;
 pub use runtime::{
-    current_thread, spawn, spawn_on, threads, yield_now, Builder, Handle, JoinFuture, JoinHandle, Parker, Runtime,
-    ShutdownReport, Stats, Unparker,
+    current_thread, dedicated, set_dedicated, set_dedicated_policy, spawn, spawn_on, threads, yield_now, Builder,
+    DedicatedChange, DedicatedPolicy, Handle, JoinFuture, JoinHandle, Parker, Runtime, ShutdownReport, Stats,
+    TrusteeParams, Unparker,
 };
 #[allow(deprecated)]
 pub use trust::ThreadPool;

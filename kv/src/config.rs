@@ -7,6 +7,44 @@ use clap::Parser;
 use crate::error::Error;
 pub use options::{Extended, OptionError};
 
+/// The `--dedicated-trustees` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DedicatedTrustees {
+    /// This many of the last threads own the shards and serve no connections.
+    Count(usize),
+    /// The runtime's controller picks the count while the server runs.
+    Auto,
+}
+
+impl DedicatedTrustees {
+    /// The count fixed at start (0 under `Auto`, which starts from none).
+    pub fn count(self) -> usize {
+        match self {
+            DedicatedTrustees::Count(n) => n,
+            DedicatedTrustees::Auto => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for DedicatedTrustees {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DedicatedTrustees::Count(n) => write!(f, "{n}"),
+            DedicatedTrustees::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+impl std::str::FromStr for DedicatedTrustees {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(DedicatedTrustees::Auto),
+            n => n.parse().map(DedicatedTrustees::Count).map_err(|_| format!("{n:?} is neither a number nor `auto`")),
+        }
+    }
+}
+
 /// A memcached-compatible server whose table lives in Gossamer trustees.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "gossamer-kv", version, about)]
@@ -51,9 +89,12 @@ pub struct Config {
     pub verbose: u8,
 
     /// Of the worker threads, this many only own shards and serve no
-    /// connections (Gossamer's dedicated trustees).
-    #[arg(long = "dedicated-trustees", default_value_t = 0)]
-    pub dedicated_trustees: usize,
+    /// connections (Gossamer's dedicated trustees); `auto`: every thread
+    /// starts with a shard and connections, and the runtime's controller
+    /// dedicates trustees while the server runs (see
+    /// `gossamer::Builder::dedicated_trustees_auto`).
+    #[arg(long = "dedicated-trustees", default_value_t = DedicatedTrustees::Count(0), value_name = "N|auto")]
+    pub dedicated_trustees: DedicatedTrustees,
 
     /// Prefix delimiter for per-prefix stats (`stats detail`); giving it
     /// also turns per-prefix counting on, as in memcached.
@@ -116,13 +157,13 @@ impl Config {
 
     /// Workers that serve connections.
     pub fn connection_workers(&self) -> usize {
-        self.threads - self.dedicated_trustees
+        self.threads - self.dedicated_trustees.count()
     }
 
     /// Shards: one per dedicated trustee, or one per worker without them.
     pub fn shard_count(&self) -> usize {
-        if self.dedicated_trustees > 0 {
-            self.dedicated_trustees
+        if self.dedicated_trustees.count() > 0 {
+            self.dedicated_trustees.count()
         } else {
             self.threads
         }
@@ -153,7 +194,7 @@ impl Config {
         if self.threads == 0 {
             return bad("number of threads must be greater than 0".into());
         }
-        if self.dedicated_trustees >= self.threads {
+        if self.dedicated_trustees.count() >= self.threads {
             return bad(format!(
                 "{} dedicated trustees leave none of the {} threads to serve connections",
                 self.dedicated_trustees, self.threads

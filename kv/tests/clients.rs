@@ -135,6 +135,13 @@ fn clients_with_dedicated_trustees() {
 }
 
 #[test]
+fn clients_with_dedicated_trustees_picked_by_the_controller() {
+    let p = Proc::kv(&["-t", "3", "--dedicated-trustees", "auto"]);
+    exercise(&p, true);
+    exercise(&p, false);
+}
+
+#[test]
 fn expiry_through_clients() {
     let p = Proc::kv(&["-t", "2"]);
     for ascii in [true, false] {

@@ -100,7 +100,7 @@ pub(crate) fn measure(s: &Settings, v: Variant, k: usize, traces: &[Trace], rep:
     match v {
         Variant::Lock(kind) => with_lock_type!(kind, u64, L => lock_run::run::<L>(s, k, traces, kind, rep)),
         Variant::Trust { dedicated, issue } => {
-            let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
+            let placement = if dedicated { s.ded_placement() } else { Placement::Shared };
             trust_run::run(s, k, traces, placement, issue, rep)
         }
     }

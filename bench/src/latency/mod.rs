@@ -102,7 +102,7 @@ pub fn run(s: &Settings, args: &LatencyArgs) -> Result<()> {
                         with_lock_type!(kind, u64, L => lock_run::run::<L>(s, k, &traces, &loads, kind, rep, &pb))
                     }
                     Variant::Trust { dedicated } => {
-                        let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
+                        let placement = if dedicated { s.ded_placement() } else { Placement::Shared };
                         trust_run::run(s, k, &traces, &loads, placement, rep, &pb)
                     }
                 }

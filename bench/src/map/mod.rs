@@ -92,7 +92,7 @@ pub(crate) fn measure(s: &Settings, v: Variant, p: Point, traces: &[Trace], rep:
     match v {
         Variant::Locked(kind) => locked_run::run(s, kind, p, traces, rep),
         Variant::Trust { dedicated, issue } => {
-            let placement = if dedicated { Placement::Dedicated(s.dedicated) } else { Placement::Shared };
+            let placement = if dedicated { s.ded_placement() } else { Placement::Shared };
             trust_run::run(s, placement, issue, p, traces, rep)
         }
     }

@@ -23,6 +23,8 @@ use crate::error::Error;
 pub struct Builder {
     workers: Option<usize>,
     dedicated: usize,
+    dedicated_auto: bool,
+    dedicated_window: Duration,
     pin: bool,
     stack_size: usize,
     stack_pool: usize,
@@ -40,6 +42,8 @@ impl Default for Builder {
         Builder {
             workers: None,
             dedicated: 0,
+            dedicated_auto: false,
+            dedicated_window: Duration::from_millis(20),
             pin: false,
             stack_size: 256 * 1024,
             stack_pool: 1024,
@@ -65,8 +69,42 @@ impl Builder {
     /// Makes the last `n` workers dedicated trustees: they only serve
     /// delegated closures (and fibers started by `launch`), and pool-level
     /// `entrust` places properties on them.
+    ///
+    /// The count can change while the runtime runs: see
+    /// [`Runtime::set_dedicated`] and [`dedicated_trustees_auto`](Self::dedicated_trustees_auto).
     pub fn dedicated_trustees(mut self, n: usize) -> Self {
         self.dedicated = n;
+        self
+    }
+
+    /// Lets a controller pick the number of dedicated trustees while the
+    /// runtime runs, starting from [`dedicated_trustees`](Self::dedicated_trustees)
+    /// (default 0): every window (see [`dedicated_window`](Self::dedicated_window))
+    /// it measures how long each worker spent serving delegated closures,
+    /// running fibers and idle, and moves the count one step when three
+    /// windows in a row ask for it. The program or `gossamer top` can fix a
+    /// count at any time ([`Runtime::set_dedicated`]) or hand the choice back
+    /// ([`Runtime::set_dedicated_policy`]).
+    ///
+    /// ```
+    /// use gossamer::DedicatedPolicy;
+    /// let rt = gossamer::Runtime::builder().workers(2).dedicated_trustees_auto().build()?;
+    /// assert_eq!(rt.dedicated_policy(), DedicatedPolicy::Auto);
+    /// let c = rt.entrust(0u64);
+    /// let c2 = c.clone();
+    /// rt.block_on(move || (0..1000).for_each(|_| c2.apply(|v| *v += 1)));
+    /// assert!(rt.dedicated() < 2);
+    /// # Ok::<(), gossamer::Error>(())
+    /// ```
+    pub fn dedicated_trustees_auto(mut self) -> Self {
+        self.dedicated_auto = true;
+        self
+    }
+
+    /// The window over which the dedicated-trustee controller measures the
+    /// load (default 20 ms; at least 1 ms).
+    pub fn dedicated_window(mut self, d: Duration) -> Self {
+        self.dedicated_window = d.max(Duration::from_millis(1));
         self
     }
 
@@ -98,7 +136,9 @@ impl Builder {
     }
 
     /// How long an idle worker keeps polling before it sleeps (default
-    /// 100 µs). Sleeping workers are woken by whoever sends them work.
+    /// 100 µs; at most 10 s). Sleeping workers are woken by whoever sends
+    /// them work. This and the other polling parameters can be changed
+    /// while the runtime runs: see [`Runtime::set_trustee_params`].
     pub fn idle_spin(mut self, d: Duration) -> Self {
         self.idle_spin = d;
         self
@@ -214,7 +254,9 @@ impl Builder {
             stack_size: self.stack_size.max(16 * 1024),
             stack_pool: self.stack_pool,
             worker_stack_size: self.worker_stack_size,
-            idle_spin: self.idle_spin,
+            idle_spin: self.idle_spin.min(super::tuning::MAX_IDLE_SPIN),
+            dedicated_auto: self.dedicated_auto,
+            dedicated_window: self.dedicated_window,
             shutdown_timeout: self.shutdown_timeout,
             name: self.name,
             observe: self.observe.with_env(),

@@ -1,5 +1,6 @@
 //! The runtime: worker threads, fiber placement, and orderly shutdown.
 
+mod autodedicate;
 mod builder;
 mod calls;
 pub(crate) mod context;
@@ -7,6 +8,7 @@ mod fence;
 mod handle;
 mod host;
 pub(crate) mod join;
+mod live;
 mod observe;
 pub(crate) mod park;
 mod parker;
@@ -16,7 +18,9 @@ pub(crate) mod shared;
 mod signal;
 pub(crate) mod strict;
 pub(crate) mod stuck;
+mod top_command;
 mod top_socket;
+pub(crate) mod tuning;
 pub(crate) mod worker;
 
 use std::sync::atomic::Ordering;
@@ -29,7 +33,9 @@ pub use calls::{current_thread, spawn, spawn_on, threads, yield_now};
 pub use handle::Handle;
 pub use host::host_name;
 pub use join::{JoinFuture, JoinHandle};
+pub use live::{dedicated, set_dedicated, set_dedicated_policy};
 pub use parker::{Parker, Unparker};
+pub use tuning::{DedicatedChange, DedicatedPolicy, TrusteeParams};
 
 use crate::error::Error;
 use crate::fabric::shm::region::Region;
@@ -131,6 +137,9 @@ impl Runtime {
             }
         }
         observe::start_services(&shared);
+        if shared.config.dedicated_auto {
+            autodedicate::ensure_started(&shared);
+        }
         Ok(Runtime { shared, threads })
     }
 

@@ -29,6 +29,10 @@ pub(crate) struct Config {
     pub(crate) stack_pool: usize,
     pub(crate) worker_stack_size: usize,
     pub(crate) idle_spin: Duration,
+    /// Whether a controller picks the dedicated count (`autodedicate`).
+    pub(crate) dedicated_auto: bool,
+    /// The controller's measuring window.
+    pub(crate) dedicated_window: Duration,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) name: String,
     /// Profiles, wait tracking, the `gossamer top` socket.
@@ -220,6 +224,8 @@ pub(crate) struct Shared {
     pub(crate) outside_rr: AtomicU64,
     /// What is profiled, whether waits are tracked (see `profile`).
     pub(crate) observe: super::profile::Control,
+    /// The dedicated count and the trustees' parameters, live (see `tuning`).
+    pub(crate) tuning: super::tuning::Tuning,
 }
 
 /// A fresh random program key (from the operating system's generator).
@@ -249,6 +255,7 @@ impl Shared {
             .map(|h| Shape { n: placement.threads(), host: h.clone(), bulk_bytes, far_bulk })
             .collect();
         let threads = placement.threads();
+        let local_len = local.len();
         let shared = Arc::new(Shared {
             id: NEXT_RUNTIME.fetch_add(1, Ordering::Relaxed),
             n: placement.threads(),
@@ -272,6 +279,12 @@ impl Shared {
             unhandled_panics: AtomicU64::new(0),
             outside_rr: AtomicU64::new(0),
             observe: super::profile::Control::new(threads, config.observe.clone()),
+            tuning: super::tuning::Tuning::new(
+                local_len,
+                config.dedicated,
+                config.dedicated_auto,
+                super::tuning::TrusteeParams { idle_spin: config.idle_spin, ..Default::default() },
+            ),
             config,
         });
         let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());
@@ -416,9 +429,10 @@ impl Shared {
         crate::error::drop_payload(payload);
     }
 
-    /// This process's workers that run user fibers (not dedicated trustees).
+    /// This process's workers that run user fibers (not dedicated trustees)
+    /// right now.
     pub(crate) fn client_workers(&self) -> Range<usize> {
-        self.local.start..self.local.end - self.config.dedicated
+        self.local.start..self.local.end - self.tuning.dedicated()
     }
 
     /// Workers where pool-level `entrust` places properties: this
@@ -426,8 +440,9 @@ impl Shared {
     /// type); a property goes to another process only through
     /// `entrust_on`, which serializes it.
     pub(crate) fn trustee_range(&self) -> Range<usize> {
-        if self.config.dedicated > 0 {
-            self.local.end - self.config.dedicated..self.local.end
+        let dedicated = self.tuning.dedicated();
+        if dedicated > 0 {
+            self.local.end - dedicated..self.local.end
         } else {
             self.local.clone()
         }

@@ -13,9 +13,18 @@
 //! | `reset`              | `ok` (zeroes the counters)                        |
 //! | `snapshot`           | the profile's line format (see `profile`), `end`  |
 //! | `stuck`              | the stuck dump as text, then a line `end`         |
+//! | `settings`           | `dedicated K fixed\|auto WORKERS`, one `params` line per worker, `end` |
+//! | `dedicated K`        | `ok`: K dedicated trustees from now on, controller off |
+//! | `dedicated auto`     | `ok`: the controller picks K                      |
+//! | `set all\|N KEY=V …` | `ok`: trustee parameters of every worker, or of N |
 //! | anything else        | `error <reason>`                                  |
+//!
+//! A `params` line reads `params N tight_polls=… idle_spin_us=…
+//! sleep_poll_us=… fiber_yield=…`; `set` takes the same keys (see
+//! `TrusteeParams` for their bounds). Lines longer than 1024 bytes are
+//! refused and end the connection.
 
-use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,6 +34,8 @@ use std::time::Duration;
 use super::profile::{counters, Target};
 use super::shared::Shared;
 use super::stuck;
+use super::top_command::{self, Command, MAX_LINE};
+use super::tuning::DedicatedPolicy;
 
 /// Sockets being served, by runtime id.
 static SERVING: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
@@ -118,7 +129,13 @@ fn client(stream: UnixStream, sh: &Weak<Shared>, stop: &AtomicBool) -> std::io::
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        match reader.read_line(&mut line) {
+        // Never more than one line's worth of a hostile peer's bytes.
+        let room = (MAX_LINE + 2).saturating_sub(line.len()) as u64;
+        match (&mut reader).take(room).read_line(&mut line) {
+            Ok(_) if line.len() > MAX_LINE + 1 => {
+                out.write_all(format!("error command longer than {MAX_LINE} bytes\n").as_bytes())?;
+                return Ok(());
+            }
             Ok(0) => return Ok(()),
             Ok(_) if !line.ends_with('\n') => continue,
             Ok(_) => {}
@@ -133,34 +150,70 @@ fn client(stream: UnixStream, sh: &Weak<Shared>, stop: &AtomicBool) -> std::io::
 }
 
 /// The answer to one command.
-pub(crate) fn answer(sh: &Shared, cmd: &str) -> String {
-    let words: Vec<&str> = cmd.split_whitespace().collect();
-    match words.as_slice() {
-        ["profile", "all"] => {
+pub(crate) fn answer(sh: &Arc<Shared>, cmd: &str) -> String {
+    let cmd = match top_command::parse(cmd) {
+        Ok(c) => c,
+        Err(e) => return format!("error {e}\n"),
+    };
+    let ok = |r: Result<(), String>| match r {
+        Ok(()) => "ok\n".to_string(),
+        Err(e) => format!("error {e}\n"),
+    };
+    match cmd {
+        Command::ProfileAll => {
             sh.observe.enable(Target::All);
             "ok\n".into()
         }
-        ["profile", "off"] => {
+        Command::ProfileOff => {
             sh.observe.disable_all();
             "ok\n".into()
         }
-        ["profile", "trustee", n] => match n.parse::<usize>() {
-            Ok(t) if t < sh.n => {
-                sh.observe.enable(Target::Trustee(t));
-                "ok\n".into()
-            }
-            _ => format!("error no trustee {n}\n"),
-        },
-        ["reset"] => {
+        Command::ProfileTrustee(t) if t < sh.n => {
+            sh.observe.enable(Target::Trustee(t));
+            "ok\n".into()
+        }
+        Command::ProfileTrustee(t) => format!("error no trustee {t}\n"),
+        Command::Reset => {
             counters::reset(sh);
             "ok\n".into()
         }
-        ["snapshot"] => counters::collect(sh).to_lines(sh.n),
-        ["stuck"] => {
+        Command::Snapshot => counters::collect(sh).to_lines(sh.n),
+        Command::Stuck => {
             let mut s = stuck::dump(sh).to_string();
             s.push_str("end\n");
             s
         }
-        _ => format!("error unknown command {:?}\n", cmd.chars().take(64).collect::<String>()),
+        Command::Settings => settings(sh),
+        Command::Dedicated(p) => ok(super::live::set_policy(sh, p).map_err(|e| e.to_string())),
+        Command::Set { trustee, changes } => ok((|| {
+            let targets: Vec<usize> = match trustee {
+                Some(t) if !sh.is_local(t) => return Err(format!("no trustee {t} in this process")),
+                Some(t) => vec![t],
+                None => sh.local.clone().collect(),
+            };
+            // Checked for every target first, so that a refusal changes nothing.
+            let new: Vec<_> = targets
+                .iter()
+                .map(|&t| Ok((t, top_command::apply(sh.tune(t).params(), &changes)?)))
+                .collect::<Result<_, String>>()?;
+            for (t, p) in new {
+                sh.set_trustee_params(Some(t), p).map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        })()),
     }
+}
+
+/// The answer to `settings`.
+fn settings(sh: &Shared) -> String {
+    let policy = match sh.dedicated_policy() {
+        DedicatedPolicy::Auto => "auto",
+        DedicatedPolicy::Fixed(_) => "fixed",
+    };
+    let mut s = format!("dedicated {} {policy} {}\n", sh.tuning.dedicated(), sh.local.len());
+    for t in sh.local.clone() {
+        s.push_str(&top_command::params_line(t, &sh.tune(t).params()));
+    }
+    s.push_str("end\n");
+    s
 }

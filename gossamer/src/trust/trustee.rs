@@ -120,3 +120,33 @@ pub fn entrust<T: Send + 'static>(value: T) -> Trust<T> {
     let k = w.next_in(w.shared.placement_range(Some(w.index)));
     TrusteeRef::new(k, w.shared.id).entrust(value)
 }
+
+impl TrusteeRef {
+    /// This trustee's polling parameters.
+    ///
+    /// # Errors
+    /// [`Error::ShutDown`](crate::Error::ShutDown) once its runtime has shut down;
+    /// [`Error::NoSuchTrustee`](crate::Error::NoSuchTrustee) if it runs in another process.
+    pub fn params(&self) -> Result<crate::TrusteeParams, crate::Error> {
+        let sh = Shared::find(self.runtime).ok_or(crate::Error::ShutDown)?;
+        sh.trustee_params(self.index())
+    }
+
+    /// Sets this trustee's polling parameters (see [`TrusteeParams`](crate::TrusteeParams)).
+    ///
+    /// ```
+    /// let rt = gossamer::Runtime::builder().workers(2).build()?;
+    /// let t = rt.trustee(1);
+    /// let p = gossamer::TrusteeParams { tight_polls: 16, ..t.params()? };
+    /// t.set_params(p)?;
+    /// assert_eq!(t.params()?.tight_polls, 16);
+    /// # Ok::<(), gossamer::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`params`](Self::params), and [`Error::BadTrusteeParam`](crate::Error::BadTrusteeParam).
+    pub fn set_params(&self, params: crate::TrusteeParams) -> Result<(), crate::Error> {
+        let sh = Shared::find(self.runtime).ok_or(crate::Error::ShutDown)?;
+        sh.set_trustee_params(Some(self.index()), params)
+    }
+}

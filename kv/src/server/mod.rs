@@ -27,7 +27,7 @@ use std::time::Duration;
 use gossamer::{JoinHandle, Runtime};
 
 use crate::clock;
-use crate::config::Config;
+use crate::config::{Config, DedicatedTrustees};
 use crate::error::Error;
 use crate::store::shard::share;
 use crate::store::{Shard, ShardConfig};
@@ -46,7 +46,7 @@ pub struct Server {
 /// `threads`: its dedicated trustees (its last threads) if it has some,
 /// else every thread.
 pub(crate) fn shard_threads(config: &Config, threads: std::ops::Range<usize>) -> Vec<usize> {
-    if config.dedicated_trustees > 0 {
+    if config.dedicated_trustees.count() > 0 {
         (threads.start + config.connection_workers()..threads.end).collect()
     } else {
         threads.collect()
@@ -75,9 +75,13 @@ impl Server {
     pub fn start(config: Config) -> Result<Server, Error> {
         config.validate()?;
         clock::init();
-        let runtime = Runtime::builder()
+        let mut builder = Runtime::builder();
+        if config.dedicated_trustees == DedicatedTrustees::Auto {
+            builder = builder.dedicated_trustees_auto();
+        }
+        let runtime = builder
             .workers(config.threads)
-            .dedicated_trustees(config.dedicated_trustees)
+            .dedicated_trustees(config.dedicated_trustees.count())
             .pin_threads(config.pin)
             .idle_spin(Duration::from_micros(config.idle_spin_us.max(1)))
             .thread_name("gossamer-kv")

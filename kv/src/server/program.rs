@@ -175,6 +175,10 @@ fn make_shard((index, count, per_process): (usize, usize, usize)) -> Trust<Shard
 /// thread.
 fn prepare_here((rank, processes, origin): (usize, usize, i64)) -> Result<(Vec<SocketAddr>, Trust<Agent>), String> {
     clock::adopt_origin(origin);
+    if config().dedicated_trustees == crate::config::DedicatedTrustees::Auto {
+        // Each process's controller picks among its own threads.
+        gossamer::set_dedicated_policy(gossamer::DedicatedPolicy::Auto).map_err(|e| e.to_string())?;
+    }
     let prepared = process::prepare(config().clone(), rank, processes).map_err(|e| e.to_string())?;
     let agent = gossamer::local_trustee().entrust(Agent::new(prepared.shared.clone()));
     let addrs = prepared.addrs().to_vec();

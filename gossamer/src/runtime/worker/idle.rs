@@ -7,12 +7,11 @@ use std::time::{Duration, Instant};
 
 use super::Worker;
 
-/// Idle rounds polled with a single pause in between, before the worker
-/// starts yielding its core (a few microseconds). Measured on a 2-core
-/// virtual machine: spinning tightly much longer than this made the first
-/// request after an idle period slower (86 µs after 512 rounds, 40 µs after
-/// 128), and the round trip no faster.
-const TIGHT_ROUNDS: u32 = 128;
+// The polling parameters are live (`TrusteeParams`, read per idle round).
+// The default of 128 tight rounds (a few microseconds) was measured on a
+// 2-core virtual machine: spinning tightly much longer made the first
+// request after an idle period slower (86 µs after 512 rounds, 40 µs after
+// 128), and the round trip no faster.
 
 /// How long the worker has found nothing to do.
 #[derive(Default)]
@@ -68,7 +67,8 @@ impl Worker {
     /// someone sends work.
     pub(super) fn idle(&self, idle: &mut Idle) {
         idle.rounds += 1;
-        if idle.rounds < TIGHT_ROUNDS {
+        let tune = self.shared.tune(self.index);
+        if idle.rounds < tune.tight_polls() {
             // One pause between polls: a pause costs from a few to over a
             // hundred cycles depending on the processor, and every one of
             // them delays noticing the answer (on a Zen core, 16 pauses
@@ -77,7 +77,7 @@ impl Worker {
             return;
         }
         let start = *idle.since.get_or_insert_with(Instant::now);
-        if start.elapsed() < self.shared.config.idle_spin {
+        if start.elapsed() < tune.idle_spin() {
             thread::yield_now();
             return;
         }
@@ -87,7 +87,8 @@ impl Worker {
         let ticket = crate::runtime::park::ticket(&bell.futex);
         if !self.has_incoming() {
             // Between hosts a put may land without anyone ringing: look again soon.
-            let nap = if self.shared.fabric.is_some() { Duration::from_millis(2) } else { Duration::from_millis(50) };
+            let poll = tune.sleep_poll();
+            let nap = if self.shared.fabric.is_some() { poll.min(Duration::from_millis(2)) } else { poll };
             crate::runtime::park::wait(&bell.futex, ticket, nap);
         }
         bell.sleeping.store(0, Ordering::Relaxed);

@@ -13,6 +13,7 @@
 mod client;
 mod far;
 mod idle;
+mod load;
 mod trustee;
 
 use std::any::Any;
@@ -22,6 +23,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread;
+use std::time::Instant;
 
 use crate::channel::remote::CODE_CACHE;
 use crate::fiber::{self, Fiber, StackPool};
@@ -80,6 +82,8 @@ pub(crate) struct Worker {
     deferred: RefCell<VecDeque<Box<dyn FnOnce()>>>,
     /// Bits of a trust id that name the worker that made it (`new_id`).
     id_shift: u32,
+    /// Where this worker's time goes (see `load`).
+    meter: load::Meter,
 }
 
 /// Bits that name a worker (`index + 1`) in the trust ids of a program of
@@ -137,6 +141,7 @@ impl Worker {
             doomed: RefCell::new(Vec::new()),
             deferred: RefCell::new(VecDeque::new()),
             id_shift: id_shift(n),
+            meter: load::Meter::default(),
             shared,
         }
     }
@@ -458,18 +463,37 @@ impl Worker {
         let inject = self.shared.local_worker(self.index);
         let mut idle = Idle::default();
         loop {
+            let (pass, sampled) = self.meter.begin();
             let mut did = self.drain_injector();
             self.run_deferred();
             if !self.doomed.borrow().is_empty() {
                 did |= self.release_doomed();
             }
-            let ran = self.run_ready();
+            // A dedicated trustee serves first: while batches keep coming,
+            // its own fibers (which cannot move) get every few passes only.
+            let hold = self.meter.served_last.get()
+                && pass % load::DEDICATED_FIBER_TURN != 0
+                && self.shared.is_dedicated(self.index)
+                && !self.ready.borrow().is_empty();
+            let ran = if hold {
+                did = true;
+                false
+            } else {
+                self.run_ready()
+            };
             did |= self.flush_all();
             did |= self.progress_fabric();
-            did |= self.serve();
+            let serve_start = sampled.map(|_| Instant::now());
+            let served = self.serve();
+            let serve_end = sampled.map(|_| Instant::now());
+            self.meter.served_last.set(served);
+            did |= served;
             self.run_deferred();
             did |= self.poll();
             did |= self.flush_all();
+            if let (Some(t0), Some(s0), Some(s1)) = (sampled, serve_start, serve_end) {
+                self.meter_pass(t0, (s0, s1), served, did || ran);
+            }
             if self.shared.stopped() {
                 break;
             }
@@ -489,7 +513,7 @@ impl Worker {
                 idle.rounds += 1;
                 // (Even when the program has no more threads than the
                 // machine has cores: other programs may share them.)
-                if idle.rounds % 64 == 0 {
+                if idle.rounds % self.shared.tune(self.index).fiber_yield() == 0 {
                     thread::yield_now();
                 }
                 continue;
