@@ -33,6 +33,15 @@
 //! fibers), and every other closure sent to the property is refused with a
 //! panic instead of getting a second `&mut` to the latch.
 //!
+//! **A moved property leaves a forwarding record.** `Trust::migrate_to`
+//! (see `trust::migrate`) moves the value into a new cell on the target
+//! trustee and marks the old cell `MOVED`: its value is gone, and it
+//! records the new trustee, the new cell and a trust id of its own in the
+//! new cell's set. The old cell keeps its id set and its lifetime rules
+//! unchanged (the trusts that name it still toggle their ids there); when
+//! it is released, it frees only its memory and toggles its own id off in
+//! the new cell, which is then the one whose value is dropped.
+//!
 //! **At shutdown** the trustee drops every value still entrusted to it,
 //! then frees the cells: a value's `Drop` that reaches a property whose
 //! value is already gone finds it marked `DROPPED` and its closure is
@@ -52,11 +61,17 @@ const DOOMED: u8 = 3;
 /// `blocked` bit: the value was dropped at shutdown (the cell lives on
 /// until every value of the trustee is dropped).
 const DROPPED: u32 = 1 << 31;
+/// `blocked` bit: the value moved to another cell; this one forwards.
+const MOVED: u32 = 1 << 30;
 
 /// Why a closure may not reach a property's value now.
 pub(crate) const LENT: &str = "gossamer: this property is a Latch held (or awaited) by a launched closure, and a \
 closure sent with apply/apply_then may not reach its value meanwhile (it would alias the launched closure's borrow); \
 use launch/launch_then for every access to a Trust<Latch<T>> that may overlap a launch";
+/// Why a closure reached a property that moved, where it cannot follow.
+pub(crate) const MOVED_AWAY: &str = "gossamer: this property was moved to another trustee (Trust::migrate_to), and \
+this request cannot follow it: requests from another process and launched closures reach only a property that never \
+moved; use apply/apply_then from this process, or do not migrate a property that other processes or launches use";
 /// Why a closure was refused at shutdown.
 pub(crate) const GONE: &str = "gossamer: the runtime is shutting down and this property was already dropped; the \
 closure was refused";
@@ -74,6 +89,9 @@ pub(crate) struct Header {
     /// The fence round of the latest doom, and the replies it awaits.
     round: Cell<u32>,
     awaiting: Cell<u32>,
+    /// Set when `MOVED`: the trustee and cell that hold the value now, and
+    /// the id this record holds in that cell's set.
+    forward: Cell<(u32, *mut Header, u64)>,
     drop_value: unsafe fn(*mut Header),
     free: unsafe fn(*mut Header),
 }
@@ -97,6 +115,7 @@ impl<T> PropertyCell<T> {
                 blocked: Cell::new(0),
                 round: Cell::new(0),
                 awaiting: Cell::new(0),
+                forward: Cell::new((0, std::ptr::null_mut(), 0)),
                 drop_value: Self::drop_value,
                 free: Self::free,
             },
@@ -152,9 +171,40 @@ pub(crate) unsafe fn check_reachable(h: *const Header) -> Result<(), &'static st
         Ok(())
     } else if b & DROPPED != 0 {
         Err(GONE)
+    } else if b & MOVED != 0 {
+        Err(MOVED_AWAY)
     } else {
         Err(LENT)
     }
+}
+
+/// Where the value of a moved property is now: its trustee and cell;
+/// `None` if it never moved from here (or was dropped at shutdown).
+///
+/// # Safety
+/// `h` must be a live header, on its trustee thread.
+#[inline]
+pub(crate) unsafe fn forward(h: *const Header) -> Option<(usize, *mut Header)> {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    (hd.blocked.get() & (MOVED | DROPPED) == MOVED).then(|| {
+        let (t, cell, _) = hd.forward.get();
+        (t as usize, cell)
+    })
+}
+
+/// Turns the cell at `h`, whose value the caller has just moved out, into
+/// a forwarding record to `cell` on trustee `t`, which holds `id` for it.
+///
+/// # Safety
+/// `h` must be a live header on its trustee thread, its value moved out,
+/// reachable until now (not lent, not dropped).
+pub(crate) unsafe fn mark_moved(h: *mut Header, t: usize, cell: *mut Header, id: u64) {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    debug_assert_eq!(hd.blocked.get(), 0);
+    hd.forward.set((t as u32, cell, id));
+    hd.blocked.set(MOVED);
 }
 
 /// Counts a launched closure that holds or awaits the property's latch
@@ -293,6 +343,27 @@ pub(crate) unsafe fn fenced(h: *const Header) -> Option<bool> {
 /// complete, and no round of the outside queues pending for it.
 pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
     w.unregister(h);
+    // SAFETY: `h` is live, on its trustee.
+    if let Some((t, cell)) = unsafe { forward(h) } {
+        // A forwarding record: no value here; the new cell loses the trust
+        // this record held (sent after every request this thread forwarded
+        // to it, on the same lane).
+        // SAFETY: as above.
+        let id = unsafe { (*h).forward.get().2 };
+        let cell = SendPtr(cell);
+        w.send_plain(t, move || {
+            let cell = cell;
+            if let Some(w) = crate::runtime::context::current() {
+                // SAFETY: runs on the new cell's trustee, which keeps it
+                // while this record's id is in its set.
+                unsafe { toggle(w, cell.0, id) }
+            }
+        });
+        // SAFETY: unregistered just now, its value moved out: only the
+        // memory is freed, once.
+        unsafe { ((*h).free)(h) };
+        return;
+    }
     // SAFETY: unregistered just now, so dropped only here.
     unsafe { destroy(h) }
 }
@@ -306,8 +377,13 @@ pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
 pub(crate) unsafe fn drop_value_at_shutdown(h: *mut Header) {
     // SAFETY: per the contract.
     unsafe {
+        let moved = (*h).blocked.get() & MOVED != 0;
         (*h).blocked.set((*h).blocked.get() | DROPPED);
-        ((*h).drop_value)(h);
+        // A forwarding record holds no value (its new cell is dropped by
+        // its own trustee).
+        if !moved {
+            ((*h).drop_value)(h);
+        }
     }
 }
 
