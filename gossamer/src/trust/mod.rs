@@ -164,11 +164,18 @@ unsafe fn complete_wake<U: Transferable>(w: &Worker, lane: usize, data: *const (
     let r = unsafe { w.take_result::<U>(lane, rec) };
     if migrate::is_redirect(&r) {
         // The property moved: the request goes on (see `migrate`).
-        return migrate::deliver(w, r, migrate::Reply::Wake(data));
+        return redirect_wake(w, r, data);
     }
     // SAFETY: `data` is the `Waiter<U>` on the stack of a fiber suspended
     // until this completion.
     unsafe { Waiter::<U>::complete(w, data, r) }
+}
+
+/// Sends on a request whose answer `r` is a redirect, for a waiting fiber.
+#[cold]
+#[inline(never)]
+fn redirect_wake<U: Transferable>(w: &Worker, r: thread::Result<U>, data: *const ()) {
+    migrate::deliver(w, r, migrate::Reply::Wake(data))
 }
 
 /// How a `then` callback takes its result.
@@ -219,12 +226,7 @@ unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static
     let (g, r) = unsafe { (w.take_then::<G>(lane), w.take_result::<U>(lane, rec)) };
     if migrate::is_redirect(&r) {
         // The property moved: the request goes on (see `migrate`).
-        let then: migrate::Then<U> = Box::new(move |w, r| {
-            if let Some((what, p)) = K::run(g, r) {
-                w.report_panic(what, p);
-            }
-        });
-        return migrate::deliver(w, r, migrate::Reply::Then(then));
+        return redirect_then::<U, G, K>(w, r, g);
     }
     if pull::is_large(&r) {
         // Too large for the response: a fiber pulls it, then calls back.
@@ -241,6 +243,18 @@ unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static
     if let Some((what, p)) = K::run(g, r) {
         w.report_panic(what, p);
     }
+}
+
+/// Sends on a request whose answer `r` is a redirect, with its callback.
+#[cold]
+#[inline(never)]
+fn redirect_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static>(w: &Worker, r: thread::Result<U>, g: G) {
+    let then: migrate::Then<U> = Box::new(move |w, r| {
+        if let Some((what, p)) = K::run(g, r) {
+            w.report_panic(what, p);
+        }
+    });
+    migrate::deliver(w, r, migrate::Reply::Then(then))
 }
 
 /// Runs `f` on the property at `cell` by the local shortcut, at once or
@@ -282,6 +296,23 @@ where
     }
 }
 
+/// Why a closure on the property at `prop` does not run here: a moved
+/// property answers with a redirect (see `migrate`), others with `why`.
+///
+/// # Safety
+/// `prop` must be a live `PropertyCell<T>` of this trustee.
+#[cold]
+#[inline(never)]
+unsafe fn refusal<T, F, U>(prop: *mut u8, f: F, why: &'static str) -> Box<dyn Any + Send>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U + Send + 'static,
+    U: Transferable,
+{
+    // SAFETY: per the contract.
+    unsafe { migrate::redirect::<T, _>(prop.cast(), migrate::Closure::new(f)) }.unwrap_or_else(|| Box::new(why))
+}
+
 /// Runs closure `F` on the property `T` at `prop` (on the trustee).
 pub(crate) unsafe fn property_shim<T, F, U>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>)
 where
@@ -296,10 +327,8 @@ where
     let cell = prop.cast::<PropertyCell<T>>();
     // SAFETY: as above.
     if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
-        // A moved property answers with a redirect (see `migrate`).
         // SAFETY: as above.
-        let p = unsafe { migrate::redirect::<T, _>(prop.cast(), migrate::Closure::new(f)) };
-        return out.put_any::<U>(Err(p.unwrap_or_else(|| Box::new(why))));
+        return out.put_any::<U>(Err(unsafe { refusal::<T, F, U>(prop, f, why) }));
     }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     // SAFETY: a live, reachable property of this trustee (checked above),
@@ -364,7 +393,10 @@ impl<T: Send + 'static> Trust<T> {
         }
     }
 
-    /// The trustee that owns the property.
+    /// The trustee this trust sends its requests to: the one the property
+    /// was entrusted to (or held it when [`rebased`](Trust::rebased) made
+    /// this trust). After [`migrate_to`](Trust::migrate_to) it may hold
+    /// only a forwarding record: `rebased` names where the property is.
     pub fn trustee(&self) -> TrusteeRef {
         TrusteeRef::new(self.trustee as usize, self.runtime)
     }
@@ -417,11 +449,49 @@ impl<T: Send + 'static> Trust<T> {
     /// sent there) and `launch` reach only a property that never moved: once
     /// it has moved they are refused with an error that says so.
     pub fn migrate_to(&self, to: TrusteeRef) {
-        let w = context::current()
-            .filter(|w| w.shared.id == self.runtime)
-            .expect("gossamer: migrate_to must be called from a fiber of the trust's runtime (block_on or spawn)");
+        let w = self.worker_here("migrate_to");
         assert!(to.runtime() == self.runtime, "gossamer: migrate_to: the trustee belongs to another runtime");
         migrate::call(w, self.trustee as usize, self.cell.as_ptr(), migrate::MoveTo(to.index()))
+    }
+
+    /// A new trust to the same property that sends straight to the trustee
+    /// that holds it now, instead of through the forwarding records that
+    /// [`migrate_to`](Trust::migrate_to) leaves behind. It is made by a
+    /// request that runs after every request the calling fiber issued
+    /// before, so switching to it keeps the fiber's order. Other trusts are
+    /// unchanged; a later move makes the new trust forward too.
+    ///
+    /// ```
+    /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
+    /// let old = gossamer::trustee(0).entrust(0u64);
+    /// old.migrate_to(gossamer::trustee(1));
+    /// let direct = old.rebased();
+    /// assert_eq!(direct.trustee().index(), 1);
+    /// direct.apply(|c| *c += 1);
+    /// assert_eq!(old.apply(|c| *c), 1);
+    /// # });
+    /// ```
+    ///
+    /// # Panics
+    /// As [`migrate_to`](Trust::migrate_to).
+    pub fn rebased(&self) -> Trust<T> {
+        let w = self.worker_here("rebased");
+        let id = w.new_id();
+        let (t, addr) = migrate::call(w, self.trustee as usize, self.cell.as_ptr(), migrate::Rebase(id));
+        Trust::from_parts(std::ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr), t, self.runtime, id)
+    }
+
+    /// The worker of the calling fiber, for the calls that must run in a
+    /// fiber of this trust's process.
+    fn worker_here(&self, call: &str) -> &'static Worker {
+        let w = context::current().filter(|w| w.shared.id == self.runtime).unwrap_or_else(|| {
+            panic!("gossamer: {call} must be called from a fiber of the trust's runtime (block_on or spawn)")
+        });
+        assert!(
+            w.shared.is_local(self.trustee as usize),
+            "gossamer: {call}: this trust's property is in another process; call it from a fiber of that process"
+        );
+        w
     }
 
     /// # Safety

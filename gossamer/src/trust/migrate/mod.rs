@@ -122,6 +122,11 @@ pub(crate) trait Request<T: 'static>: Send + Sized + 'static {
 }
 
 /// A closure (`apply` and its forms).
+///
+/// Requests routed here stay in the process of the property's first cell
+/// (a property moves only within its process, and only this process's
+/// threads follow redirects): they are queued as `Call::Copied`, which
+/// checks exactly that.
 pub(crate) struct Closure<F, U>(pub(crate) F, PhantomData<fn() -> U>);
 
 impl<F, U> Closure<F, U> {
@@ -139,7 +144,7 @@ where
     type Out = U;
 
     fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion) {
-        w.enqueue(t, property_shim::<T, F, U>, cell.cast(), self.0, c, Call::User("apply"));
+        w.enqueue(t, property_shim::<T, F, U>, cell.cast(), self.0, c, Call::Copied);
     }
 
     fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<U> {
@@ -158,12 +163,32 @@ impl<T: Send + 'static> Request<T> for MoveTo {
     type Out = ();
 
     fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion) {
-        w.enqueue(t, move_shim::<T>, cell.cast(), self.0, c, Call::User("migrate_to"));
+        w.enqueue(t, move_shim::<T>, cell.cast(), self.0, c, Call::Copied);
     }
 
     fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<()> {
         // SAFETY: per the trait.
         catch_unwind(AssertUnwindSafe(|| unsafe { move_here(w, cell, self.0) }))
+    }
+}
+
+/// A new trust id `.0` in the set of the cell that holds the value; the
+/// answer names that cell and its trustee (`Trust::rebased`).
+pub(crate) struct Rebase(pub(crate) u64);
+
+impl<T: Send + 'static> Request<T> for Rebase {
+    type Out = (usize, usize);
+
+    fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion) {
+        w.enqueue(t, rebase_shim::<T>, cell.cast(), self.0, c, Call::Copied);
+    }
+
+    fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<(usize, usize)> {
+        // SAFETY: per the trait: a live cell of this thread, which has a
+        // trust (the caller's reaches it through the records), so adding
+        // an id never dooms it.
+        unsafe { property::toggle(w, cell.cast(), self.0) };
+        Ok((w.index, cell.expose_provenance()))
     }
 }
 
@@ -309,6 +334,20 @@ unsafe fn move_here<T: Send + 'static>(w: &Worker, cell: *mut PropertyCell<T>, t
         // SAFETY: a fresh cell, registered once, on its trustee.
         unsafe { property::register(w, h.0) }
     });
+}
+
+/// Serves a `Rebase` on the trustee.
+unsafe fn rebase_shim<T: Send + 'static>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+    // SAFETY: encoded by `Rebase::enqueue` with a `u64`.
+    let id: u64 = unsafe { take_value(env as *const Word) };
+    // SAFETY: `prop` is a live cell of this trustee (a request names it).
+    if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
+        // SAFETY: as above.
+        let p = unsafe { redirect::<T, Rebase>(prop.cast(), Rebase(id)) }.unwrap_or_else(|| Box::new(why));
+        return out.put_any::<(usize, usize)>(Err(p));
+    }
+    let w = context::current().expect("gossamer: a request served outside a worker");
+    out.put_any(Rebase(id).run(w, prop.cast::<PropertyCell<T>>()));
 }
 
 /// Runs a move (`MoveTo`) on the trustee.
