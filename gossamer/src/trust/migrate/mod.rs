@@ -92,8 +92,11 @@ impl<U: Transferable> Reply<U> {
 /// A forwarding record's answer to a request it did not run: how to send
 /// the request on, from the issuing thread.
 pub(crate) struct Redirect<U> {
-    resend: Box<dyn FnOnce(&Worker, Reply<U>) + Send>,
+    resend: Resend<U>,
 }
+
+/// Sends a redirected request on, from the issuing thread.
+type Resend<U> = Box<dyn FnOnce(&Worker, Reply<U>) + Send>;
 
 /// True when `r` is a forwarding record's answer.
 #[inline]
