@@ -47,7 +47,14 @@
 //! The common path pays nothing: a trustee already tests one word of the
 //! cell (`blocked`) before each closure, and a forwarding record is one
 //! more bit of that word. Only the requests of moved properties take the
-//! slow path, and only they pay a round trip per record.
+//! slow path, and they pay a round trip (and a few allocations) per record
+//! on another thread: a trust made before `k` moves pays up to `k` of them.
+//! A trust does not learn the new place by itself, because a trust may be
+//! shared by fibers with requests still on the old road, whose order a
+//! shorter road would break. [`Trust::rebased`](crate::Trust::rebased)
+//! makes one that starts at the cell that holds the value now: it is
+//! answered after every earlier request of the calling fiber, so a fiber
+//! that switches to it keeps its order.
 //!
 //! Within one process only: a property moves only between trustees of its
 //! process, and a request that comes from another process, or a launched
