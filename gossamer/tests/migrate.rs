@@ -54,8 +54,8 @@ fn check_order(log: &[(u32, u32)], clients: u32, per_client: u32) {
 
 const THREADS: usize = 4;
 const CLIENTS: u32 = 8;
-const PER_CLIENT: u32 = 400;
-const MOVES: usize = 120;
+const PER_CLIENT: u32 = 600;
+const MOVES: usize = 300;
 
 /// One client fiber: `apply_then` and `apply` mixed, a panicking closure
 /// now and then, a fresh clone now and then; every `then` callback runs
@@ -245,52 +245,6 @@ fn a_property_still_entrusted_at_shutdown_is_dropped_once_after_moves() {
         drop(rt);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
         drop(kept);
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-    });
-}
-
-#[test]
-fn a_rebased_trust_sends_straight_and_keeps_the_fiber_order() {
-    within(120, || {
-        let drops = Arc::new(AtomicUsize::new(0));
-        let rt = rt(3);
-        let d = drops.clone();
-        rt.block_on(move || {
-            let old = gossamer::trustee(1).entrust(state(&d));
-            let mover = old.clone();
-            let moving = gossamer::spawn_on(2, move || {
-                for i in 0..40 {
-                    mover.migrate_to(gossamer::trustee(i % 3));
-                    gossamer::yield_now();
-                }
-            });
-            let mut seq = 0u32;
-            let mut current = old.clone();
-            for round in 0..40 {
-                for _ in 0..5 {
-                    let s = seq;
-                    current.apply_then(move |st| st.log.push((0, s)), |_| {});
-                    seq += 1;
-                }
-                // Switching trusts while requests are queued on the old road:
-                // the new trust's requests still come after them.
-                if round % 4 == 3 {
-                    current = current.rebased();
-                }
-                let s = seq;
-                current.apply(move |st| st.log.push((0, s)));
-                seq += 1;
-            }
-            moving.join().unwrap();
-            let direct = old.rebased();
-            let log = direct.apply(|st| std::mem::take(&mut st.log));
-            check_order(&log, 1, seq);
-            drop((old, current));
-            assert_eq!(d.load(Ordering::SeqCst), 0);
-        });
-        wait_for(&drops, 1);
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
-        drop(rt);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     });
 }

@@ -8,10 +8,8 @@
 //! * `before`: the counter on trustee 0, never moved;
 //! * `during`: a fiber on worker 0 moves it round-robin over the trustees,
 //!   waiting `--interval-us` between moves;
-//! * `after-forwarded`: no more moves; the clients keep the trusts they
-//!   had, so each request follows the forwarding records of every move;
-//! * `after-rebased`: each client takes [`Trust::rebased`](gossamer::Trust::rebased)
-//!   once and sends straight to where the counter is.
+//! * `after`: no more moves; the clients keep their trusts, which send to
+//!   trustee 0, which relays to wherever the last move left the counter.
 //!
 //! The counter must equal the number of increments the clients counted.
 

@@ -17,19 +17,17 @@ use crate::work::fetch_add;
 pub enum Phase {
     Before,
     During,
-    AfterForwarded,
-    AfterRebased,
+    After,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 4] = [Phase::Before, Phase::During, Phase::AfterForwarded, Phase::AfterRebased];
+    pub const ALL: [Phase; 3] = [Phase::Before, Phase::During, Phase::After];
 
     pub fn name(self) -> &'static str {
         match self {
             Phase::Before => "before",
             Phase::During => "during",
-            Phase::AfterForwarded => "after-forwarded",
-            Phase::AfterRebased => "after-rebased",
+            Phase::After => "after",
         }
     }
 }
@@ -37,7 +35,7 @@ impl Phase {
 /// What a trust run measured.
 pub struct TrustRun {
     /// Mops/s per phase, in `Phase::ALL` order.
-    pub mops: [f64; 4],
+    pub mops: [f64; 3],
     /// Moves made during the `during` phase.
     pub moves: u64,
 }
@@ -59,18 +57,12 @@ pub fn trust(s: &Settings, interval: Duration) -> Result<TrustRun> {
         .map(|c| {
             let (t, phase, ready) = (counter.clone(), phase.clone(), ready.clone());
             rt.handle().spawn_on(c % n, move || {
-                let mut ops = [0u64; 4];
-                let mut t = t;
-                let mut rebased = false;
+                let mut ops = [0u64; 3];
                 ready.fetch_add(1, Ordering::SeqCst);
                 loop {
                     let p = phase.load(Ordering::Relaxed);
                     if p == STOP {
                         break;
-                    }
-                    if p == 3 && !rebased {
-                        t = t.rebased();
-                        rebased = true;
                     }
                     black_box(t.apply(fetch_add));
                     ops[p] += 1;
@@ -102,7 +94,7 @@ pub fn trust(s: &Settings, interval: Duration) -> Result<TrustRun> {
     while ready.load(Ordering::SeqCst) < clients {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let mut secs = [0f64; 4];
+    let mut secs = [0f64; 3];
     for (i, slot) in secs.iter_mut().enumerate() {
         phase.store(i, Ordering::SeqCst);
         let start = Instant::now();
@@ -110,7 +102,7 @@ pub fn trust(s: &Settings, interval: Duration) -> Result<TrustRun> {
         *slot = start.elapsed().as_secs_f64();
         if i == 1 {
             // The last move ends before `after` starts (the few requests
-            // meanwhile count for `after-forwarded`).
+            // meanwhile count for `after`).
             phase.store(2, Ordering::SeqCst);
             while moving.load(Ordering::SeqCst) {
                 std::thread::yield_now();
@@ -118,7 +110,7 @@ pub fn trust(s: &Settings, interval: Duration) -> Result<TrustRun> {
         }
     }
     phase.store(STOP, Ordering::SeqCst);
-    let mut per_phase = [0u64; 4];
+    let mut per_phase = [0u64; 3];
     for h in handles {
         let ops = h.join().map_err(|e| BenchError::Other(format!("a client failed: {e}")))?;
         for (a, o) in per_phase.iter_mut().zip(ops) {
@@ -129,8 +121,8 @@ pub fn trust(s: &Settings, interval: Duration) -> Result<TrustRun> {
     let total = rt.block_on(move || counter.apply(|c| *c));
     expect_eq("counter after the moves", total, per_phase.iter().sum())?;
     drop(rt);
-    let mut mops = [0f64; 4];
-    for i in 0..4 {
+    let mut mops = [0f64; 3];
+    for i in 0..3 {
         mops[i] = per_phase[i] as f64 / secs[i] / 1e6;
     }
     Ok(TrustRun { mops, moves: moves.load(Ordering::Relaxed) })

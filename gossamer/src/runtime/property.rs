@@ -33,14 +33,17 @@
 //! fibers), and every other closure sent to the property is refused with a
 //! panic instead of getting a second `&mut` to the latch.
 //!
-//! **A moved property leaves a forwarding record.** `Trust::migrate_to`
-//! (see `trust::migrate`) moves the value into a new cell on the target
-//! trustee and marks the old cell `MOVED`: its value is gone, and it
-//! records the new trustee, the new cell and a trust id of its own in the
-//! new cell's set. The old cell keeps its id set and its lifetime rules
-//! unchanged (the trusts that name it still toggle their ids there); when
-//! it is released, it frees only its memory and toggles its own id off in
-//! the new cell, which is then the one whose value is dropped.
+//! **A moved property keeps its first cell as a forwarding record.**
+//! `Trust::migrate_to` (see `trust::migrate`) moves the value into a cell
+//! on the target trustee and marks the first cell `MOVED`: its value is
+//! gone, and it records where the value is (trustee and cell) and a trust
+//! id of its own in that cell's set. The first cell keeps its id set and
+//! its lifetime rules unchanged (every trust names it); when it is
+//! released, it frees only its memory and toggles its own id off in the
+//! cell that holds the value, which is then the one whose value is
+//! dropped. While a later move hands the value from one holder to the
+//! next, the first cell is also `DRAINING`: requests wait there (`held`)
+//! instead of being forwarded.
 //!
 //! **At shutdown** the trustee drops every value still entrusted to it,
 //! then frees the cells: a value's `Drop` that reaches a property whose
@@ -63,6 +66,9 @@ const DOOMED: u8 = 3;
 const DROPPED: u32 = 1 << 31;
 /// `blocked` bit: the value moved to another cell; this one forwards.
 const MOVED: u32 = 1 << 30;
+/// `blocked` bit, with `MOVED`: the value is changing trustees; requests
+/// wait until it has arrived.
+const DRAINING: u32 = 1 << 29;
 
 /// Why a closure may not reach a property's value now.
 pub(crate) const LENT: &str = "gossamer: this property is a Latch held (or awaited) by a launched closure, and a \
@@ -92,6 +98,8 @@ pub(crate) struct Header {
     /// Set when `MOVED`: the trustee and cell that hold the value now, and
     /// the id this record holds in that cell's set.
     forward: Cell<(u32, *mut Header, u64)>,
+    /// Requests of this thread that wait while `DRAINING`, in order.
+    held: UnsafeCell<Vec<Box<dyn FnOnce()>>>,
     drop_value: unsafe fn(*mut Header),
     free: unsafe fn(*mut Header),
 }
@@ -116,6 +124,7 @@ impl<T> PropertyCell<T> {
                 round: Cell::new(0),
                 awaiting: Cell::new(0),
                 forward: Cell::new((0, std::ptr::null_mut(), 0)),
+                held: UnsafeCell::new(Vec::new()),
                 drop_value: Self::drop_value,
                 free: Self::free,
             },
@@ -178,33 +187,105 @@ pub(crate) unsafe fn check_reachable(h: *const Header) -> Result<(), &'static st
     }
 }
 
-/// Where the value of a moved property is now: its trustee and cell;
-/// `None` if it never moved from here (or was dropped at shutdown).
+/// What a cell does with a request (see `trust::migrate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Run it here (or refuse it, see `check_reachable`).
+    Here,
+    /// Send it on to the cell that holds the value, on trustee `.0`.
+    Forward(usize, *mut Header),
+    /// Hold it until the value has arrived where it moves.
+    Draining,
+}
+
+/// What the cell at `h` does with a request.
 ///
 /// # Safety
 /// `h` must be a live header, on its trustee thread.
 #[inline]
-pub(crate) unsafe fn forward(h: *const Header) -> Option<(usize, *mut Header)> {
+pub(crate) unsafe fn route(h: *const Header) -> Route {
     // SAFETY: per the contract.
     let hd = unsafe { &*h };
-    (hd.blocked.get() & (MOVED | DROPPED) == MOVED).then(|| {
+    let b = hd.blocked.get();
+    if b & (MOVED | DROPPED) != MOVED {
+        Route::Here
+    } else if b & DRAINING != 0 {
+        Route::Draining
+    } else {
         let (t, cell, _) = hd.forward.get();
-        (t as usize, cell)
-    })
+        Route::Forward(t as usize, cell)
+    }
 }
 
-/// Turns the cell at `h`, whose value the caller has just moved out, into
-/// a forwarding record to `cell` on trustee `t`, which holds `id` for it.
+/// True when the property's value is not in the cell at `h` because it
+/// moved (see `route`).
 ///
 /// # Safety
-/// `h` must be a live header on its trustee thread, its value moved out,
-/// reachable until now (not lent, not dropped).
-pub(crate) unsafe fn mark_moved(h: *mut Header, t: usize, cell: *mut Header, id: u64) {
+/// As for `route`.
+#[inline]
+pub(crate) unsafe fn moved(h: *const Header) -> bool {
+    // SAFETY: per the contract.
+    unsafe { route(h) != Route::Here }
+}
+
+/// Points the cell at `h` to `cell` on trustee `t`, which holds `id` for
+/// it, and ends a drain; the cell's value (if it still had one) has been
+/// moved out by the caller. Returns the requests held meanwhile, in order.
+///
+/// # Safety
+/// `h` must be a live header on its trustee thread, reachable until now
+/// (not lent, not dropped) or already `MOVED`.
+pub(crate) unsafe fn set_forward(h: *mut Header, t: usize, cell: *mut Header, id: u64) -> Vec<Box<dyn FnOnce()>> {
     // SAFETY: per the contract.
     let hd = unsafe { &*h };
-    debug_assert_eq!(hd.blocked.get(), 0);
+    debug_assert!(hd.blocked.get() & !(MOVED | DRAINING) == 0);
     hd.forward.set((t as u32, cell, id));
     hd.blocked.set(MOVED);
+    // SAFETY: touched only on this thread, never while borrowed elsewhere.
+    std::mem::take(unsafe { &mut *hd.held.get() })
+}
+
+/// Where the moved cell at `h` forwards to: trustee, cell, and the id it
+/// holds there.
+///
+/// # Safety
+/// `h` must be a live, `MOVED` header on its trustee thread.
+pub(crate) unsafe fn forward_of(h: *const Header) -> (usize, *mut Header, u64) {
+    // SAFETY: per the contract.
+    let (t, cell, id) = unsafe { (*h).forward.get() };
+    (t as usize, cell, id)
+}
+
+/// Starts a drain on the moved cell at `h`: requests wait from now on.
+///
+/// # Safety
+/// `h` must be a live, `MOVED` header on its trustee thread.
+pub(crate) unsafe fn set_draining(h: *mut Header) {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    debug_assert_eq!(hd.blocked.get(), MOVED);
+    hd.blocked.set(MOVED | DRAINING);
+}
+
+/// Keeps `f` until the drain of the cell at `h` ends (`set_forward`).
+///
+/// # Safety
+/// `h` must be a live, draining header on its trustee thread.
+pub(crate) unsafe fn hold(h: *mut Header, f: Box<dyn FnOnce()>) {
+    // SAFETY: per the contract; touched only on this thread.
+    unsafe { (*(*h).held.get()).push(f) }
+}
+
+/// Unregisters and frees a cell whose value was moved out and that no
+/// request can name any more (see `trust::migrate`).
+///
+/// # Safety
+/// `h` must be a live header registered with `w`, its value moved out, and
+/// unreachable from now on.
+pub(crate) unsafe fn forget(w: &Worker, h: *mut Header) {
+    w.unregister(h);
+    // SAFETY: per the contract: only the memory, once.
+    unsafe { ((*h).free)(h) }
 }
 
 /// Counts a launched closure that holds or awaits the property's latch
@@ -344,7 +425,7 @@ pub(crate) unsafe fn fenced(h: *const Header) -> Option<bool> {
 pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
     w.unregister(h);
     // SAFETY: `h` is live, on its trustee.
-    if let Some((t, cell)) = unsafe { forward(h) } {
+    if let Route::Forward(t, cell) = unsafe { route(h) } {
         // A forwarding record: no value here; the new cell loses the trust
         // this record held (sent after every request this thread forwarded
         // to it, on the same lane).

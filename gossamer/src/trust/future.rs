@@ -240,7 +240,7 @@ where
         (Some(_), Some(f)) if !req.done.cancelled() => {
             let prop = req.prop;
             // SAFETY: on the property's trustee, which keeps it (see below).
-            if unsafe { crate::trust::property::forward(prop.cast()) }.is_some() {
+            if unsafe { crate::trust::property::moved(prop.cast()) } {
                 // The property moved: this trustee sends the request on.
                 let w = crate::runtime::context::current().expect("gossamer: a submission run outside a worker");
                 let done = req.clone();

@@ -162,20 +162,21 @@ impl<U> Waiter<U> {
 unsafe fn complete_wake<U: Transferable>(w: &Worker, lane: usize, data: *const (), rec: *const Word) {
     // SAFETY: the response holds a `U`.
     let r = unsafe { w.take_result::<U>(lane, rec) };
-    if migrate::is_redirect(&r) {
-        // The property moved: the request goes on (see `migrate`).
-        return redirect_wake(w, r, data);
+    if migrate::is_relayed(&r) {
+        // The property moved: the result follows (see `migrate`).
+        return relayed_wake(w, r, data);
     }
     // SAFETY: `data` is the `Waiter<U>` on the stack of a fiber suspended
     // until this completion.
     unsafe { Waiter::<U>::complete(w, data, r) }
 }
 
-/// Sends on a request whose answer `r` is a redirect, for a waiting fiber.
+/// Waits for the result of a request that a moved property's first cell
+/// relays (its answer `r`), for a waiting fiber.
 #[cold]
 #[inline(never)]
-fn redirect_wake<U: Transferable>(w: &Worker, r: thread::Result<U>, data: *const ()) {
-    migrate::deliver(w, r, migrate::Reply::Wake(data))
+fn relayed_wake<U: Transferable>(w: &Worker, r: thread::Result<U>, data: *const ()) {
+    migrate::await_relayed(w, r, migrate::Reply::Wake(data))
 }
 
 /// How a `then` callback takes its result.
@@ -224,9 +225,9 @@ unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static
     // SAFETY: `then_impl` stored a `G` for this request, in order, and the
     // response holds a `U`.
     let (g, r) = unsafe { (w.take_then::<G>(lane), w.take_result::<U>(lane, rec)) };
-    if migrate::is_redirect(&r) {
-        // The property moved: the request goes on (see `migrate`).
-        return redirect_then::<U, G, K>(w, r, g);
+    if migrate::is_relayed(&r) {
+        // The property moved: the result follows (see `migrate`).
+        return relayed_then::<U, G, K>(w, r, g);
     }
     if pull::is_large(&r) {
         // Too large for the response: a fiber pulls it, then calls back.
@@ -245,16 +246,17 @@ unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static
     }
 }
 
-/// Sends on a request whose answer `r` is a redirect, with its callback.
+/// Waits for the result of a request that a moved property's first cell
+/// relays (its answer `r`), for a callback.
 #[cold]
 #[inline(never)]
-fn redirect_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static>(w: &Worker, r: thread::Result<U>, g: G) {
+fn relayed_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static>(w: &Worker, r: thread::Result<U>, g: G) {
     let then: migrate::Then<U> = Box::new(move |w, r| {
         if let Some((what, p)) = K::run(g, r) {
             w.report_panic(what, p);
         }
     });
-    migrate::deliver(w, r, migrate::Reply::Then(then))
+    migrate::await_relayed(w, r, migrate::Reply::Then(then))
 }
 
 /// Runs `f` on the property at `cell` by the local shortcut, at once or
@@ -270,7 +272,7 @@ where
     K: ThenKind<U, G> + 'static,
 {
     // SAFETY: on the trustee, and the property lives: a request names it.
-    if unsafe { property::forward(cell.as_ptr().cast()) }.is_some() {
+    if unsafe { property::moved(cell.as_ptr().cast()) } {
         // The property moved: follow it, at this request's turn.
         let then: migrate::Then<U> = Box::new(move |w, r| {
             if let Some((what, p)) = K::run(then, r) {
@@ -296,21 +298,26 @@ where
     }
 }
 
-/// Why a closure on the property at `prop` does not run here: a moved
-/// property answers with a redirect (see `migrate`), others with `why`.
+/// The answer to a closure on the property at `prop` that may not reach
+/// the value in this cell: a moved property's first cell relays it (see
+/// `migrate`); others refuse it with `why`.
 ///
 /// # Safety
 /// `prop` must be a live `PropertyCell<T>` of this trustee.
 #[cold]
 #[inline(never)]
-unsafe fn refusal<T, F, U>(prop: *mut u8, f: F, why: &'static str) -> Box<dyn Any + Send>
+unsafe fn refusal<T, F, U>(prop: *mut u8, f: F, why: &'static str) -> thread::Result<U>
 where
     T: Send + 'static,
     F: FnOnce(&mut T) -> U + Send + 'static,
     U: Transferable,
 {
     // SAFETY: per the contract.
-    unsafe { migrate::redirect::<T, _>(prop.cast(), migrate::Closure::new(f)) }.unwrap_or_else(|| Box::new(why))
+    if unsafe { property::moved(prop.cast()) } {
+        // SAFETY: as above; served in a client's batch.
+        return unsafe { migrate::relay::<T, _>(prop.cast(), migrate::Closure::new(f)) };
+    }
+    Err(Box::new(why))
 }
 
 /// Runs closure `F` on the property `T` at `prop` (on the trustee).
@@ -328,7 +335,7 @@ where
     // SAFETY: as above.
     if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
         // SAFETY: as above.
-        return out.put_any::<U>(Err(unsafe { refusal::<T, F, U>(prop, f, why) }));
+        return out.put_any::<U>(unsafe { refusal::<T, F, U>(prop, f, why) });
     }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     // SAFETY: a live, reachable property of this trustee (checked above),
@@ -394,9 +401,8 @@ impl<T: Send + 'static> Trust<T> {
     }
 
     /// The trustee this trust sends its requests to: the one the property
-    /// was entrusted to (or held it when [`rebased`](Trust::rebased) made
-    /// this trust). After [`migrate_to`](Trust::migrate_to) it may hold
-    /// only a forwarding record: `rebased` names where the property is.
+    /// was entrusted to. After [`migrate_to`](Trust::migrate_to) that
+    /// trustee relays them to the one that holds the property now.
     pub fn trustee(&self) -> TrusteeRef {
         TrusteeRef::new(self.trustee as usize, self.runtime)
     }
@@ -451,34 +457,7 @@ impl<T: Send + 'static> Trust<T> {
     pub fn migrate_to(&self, to: TrusteeRef) {
         let w = self.worker_here("migrate_to");
         assert!(to.runtime() == self.runtime, "gossamer: migrate_to: the trustee belongs to another runtime");
-        migrate::call(w, self.trustee as usize, self.cell.as_ptr(), migrate::MoveTo(to.index()))
-    }
-
-    /// A new trust to the same property that sends straight to the trustee
-    /// that holds it now, instead of through the forwarding records that
-    /// [`migrate_to`](Trust::migrate_to) leaves behind. It is made by a
-    /// request that runs after every request the calling fiber issued
-    /// before, so switching to it keeps the fiber's order. Other trusts are
-    /// unchanged; a later move makes the new trust forward too.
-    ///
-    /// ```
-    /// # gossamer::Runtime::builder().workers(2).build().unwrap().block_on(|| {
-    /// let old = gossamer::trustee(0).entrust(0u64);
-    /// old.migrate_to(gossamer::trustee(1));
-    /// let direct = old.rebased();
-    /// assert_eq!(direct.trustee().index(), 1);
-    /// direct.apply(|c| *c += 1);
-    /// assert_eq!(old.apply(|c| *c), 1);
-    /// # });
-    /// ```
-    ///
-    /// # Panics
-    /// As [`migrate_to`](Trust::migrate_to).
-    pub fn rebased(&self) -> Trust<T> {
-        let w = self.worker_here("rebased");
-        let id = w.new_id();
-        let (t, addr) = migrate::call(w, self.trustee as usize, self.cell.as_ptr(), migrate::Rebase(id));
-        Trust::from_parts(std::ptr::with_exposed_provenance_mut::<PropertyCell<T>>(addr), t, self.runtime, id)
+        migrate::migrate(w, self.trustee as usize, self.cell.as_ptr(), to.index())
     }
 
     /// The worker of the calling fiber, for the calls that must run in a
@@ -576,7 +555,7 @@ impl<T: Send + 'static> Trust<T> {
                     // SAFETY: on the trustee.
                     if let Err(why) = unsafe { property::check_reachable(self.cell.as_ptr().cast()) } {
                         // SAFETY: as above.
-                        if unsafe { property::forward(self.cell.as_ptr().cast()) }.is_some() {
+                        if unsafe { property::moved(self.cell.as_ptr().cast()) } {
                             return migrate::call(w, w.index, self.cell.as_ptr(), migrate::Closure::new(f));
                         }
                         panic!("{why}");
@@ -656,7 +635,7 @@ impl<T: Send + 'static> Trust<T> {
             Box::new(move || {
                 let cell = cell;
                 // SAFETY: injected tasks run on the trustee thread.
-                if unsafe { property::forward(cell.0.as_ptr().cast()) }.is_some() {
+                if unsafe { property::moved(cell.0.as_ptr().cast()) } {
                     // The property moved: this trustee sends it on.
                     let w = context::current().expect("gossamer: injected task outside a worker");
                     let then: migrate::Then<U> = Box::new(move |_, r| {

@@ -80,6 +80,9 @@ pub(crate) struct Worker {
     deferred: RefCell<VecDeque<Box<dyn FnOnce()>>>,
     /// Bits of a trust id that name the worker that made it (`new_id`).
     id_shift: u32,
+    /// The client whose batch this trustee serves now (for requests that a
+    /// moved property's first cell relays, see `trust::migrate`).
+    pub(crate) serving: Cell<usize>,
 }
 
 /// Bits that name a worker (`index + 1`) in the trust ids of a program of
@@ -132,6 +135,7 @@ impl Worker {
             rr: Cell::new(index),
             quiet: Cell::new(false),
             local_streak: Cell::new(0),
+            serving: Cell::new(usize::MAX),
             rounds: Cell::new(0),
             rounds_done: Cell::new(0),
             doomed: RefCell::new(Vec::new()),
