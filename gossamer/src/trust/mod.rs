@@ -427,11 +427,11 @@ impl<T: Send + 'static> Trust<T> {
     /// trust to the property on any thread, runs exactly once, on whichever
     /// trustee holds the value when it arrives, and the requests of each
     /// fiber (`apply_then` ones still queued included) run in the order it
-    /// issued them. Every trust stays valid: a trust keeps sending to where
-    /// the property was entrusted, and that trustee forwards (one extra
-    /// round trip per move; see the `trust::migrate` module for the
-    /// protocol). The property is dropped once, by the trustee that holds it
-    /// when the last trust is gone.
+    /// issued them. Every trust stays valid: a trust keeps sending to the
+    /// trustee the property was entrusted to, which relays each request to
+    /// the one that holds the value (one relay, however many moves; see the
+    /// `trust::migrate` module for the protocol). The property is dropped
+    /// once, by the trustee that holds it when the last trust is gone.
     ///
     /// ```
     /// let rt = gossamer::Runtime::builder().workers(2).build()?;
