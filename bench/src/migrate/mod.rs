@@ -8,8 +8,8 @@
 //! * `before`: the counter on trustee 0, never moved;
 //! * `during`: a fiber on worker 0 moves it round-robin over the trustees,
 //!   waiting `--interval-us` between moves;
-//! * `after`: no more moves; the clients keep their trusts, which send to
-//!   trustee 0, which relays to wherever the last move left the counter.
+//! * `after`: no more moves, the counter left on trustee 1; the clients
+//!   keep their trusts, which send to trustee 0, which relays every request.
 //!
 //! The counter must equal the number of increments the clients counted.
 
