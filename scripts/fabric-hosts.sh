@@ -115,23 +115,29 @@ perf_port=$((20000 + RANDOM % 20000))
 # report (2: median latency, 6: overall bandwidth). Sets $figure.
 figure=
 perftest() {
-    local test=$1 size=$2 column=$3 server try line
-    perf_port=$((perf_port + 1))
-    timeout -k 5 "$limit" "$netns" exec "$tag" 1 ucx_perftest -t "$test" -s "$size" -n "$iters" \
-        -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.server" 2>&1 &
-    server=$!
-    pids+=("$server")
-    # The client retries until the server listens.
-    for ((try = 0; try < 50; try++)); do
-        if timeout -k 5 "$limit" "$netns" exec "$tag" 0 ucx_perftest "${addr[1]}" -t "$test" -s "$size" \
-            -n "$iters" -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.client" 2>&1; then
-            break
-        fi
-        sleep 0.1
+    local test=$1 size=$2 column=$3 server try attempt line=
+    for ((attempt = 1; attempt <= 3; attempt++)); do
+        perf_port=$((perf_port + 1))
+        timeout -k 5 "$limit" "$netns" exec "$tag" 1 ucx_perftest -t "$test" -s "$size" -n "$iters" \
+            -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.server" 2>&1 &
+        server=$!
+        pids+=("$server")
+        # The client retries while the server starts listening.
+        for ((try = 0; try < 100; try++)); do
+            if timeout -k 5 "$limit" "$netns" exec "$tag" 0 ucx_perftest "${addr[1]}" -t "$test" -s "$size" \
+                -n "$iters" -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.client" 2>&1; then
+                break
+            fi
+            kill -0 "$server" 2>/dev/null || break # the server gave up: start again
+            sleep 0.1
+        done
+        kill -s TERM "$server" 2>/dev/null || true
+        reap "$server"
+        line=$(grep -E '^[0-9]+,' "$work/perf.client" | tail -n 1) && break
+        echo "$prog: ucx_perftest -t $test -s $size, attempt $attempt: no figures" \
+            "($(tail -n 1 "$work/perf.client"); server: $(tail -n 1 "$work/perf.server"))" >&2
     done
-    reap "$server"
-    line=$(grep -E '^[0-9]+,' "$work/perf.client" | tail -n 1) ||
-        failed "ucx_perftest -t $test -s $size gave no figures: $(tail -n 5 "$work/perf.client")"
+    [ -n "$line" ] || failed "ucx_perftest -t $test -s $size gave no figures in 3 attempts"
     figure=$(cut -d, -f"$column" <<<"$line")
     [ -n "$figure" ] || failed "ucx_perftest -t $test -s $size: no column $column in '$line'"
 }

@@ -111,8 +111,19 @@ pub enum Cmd {
     /// Counters updated by tokio tasks: std and tokio mutexes against
     /// `apply_async`, against the number of counters.
     Tokio(TokioArgs),
-    /// Everything above, in order.
+    /// One hot counter before, during and after moving it between trustees
+    /// (`Trust::migrate_to`), beside a mutex.
+    Migrate(MigrateArgs),
+    /// Everything above but `migrate`, in order.
     All,
+}
+
+/// Options of `migrate`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct MigrateArgs {
+    /// Pause between two moves while moving, in microseconds [default: 1000].
+    #[arg(long)]
+    pub interval_us: Option<u64>,
 }
 
 /// Options of `faa`.

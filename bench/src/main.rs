@@ -25,6 +25,7 @@ mod locks;
 mod machine;
 mod map;
 mod micro;
+mod migrate;
 mod progress;
 mod report;
 mod settings;
@@ -78,6 +79,7 @@ fn run(cli: &Cli) -> Result<()> {
         Cmd::Faa(a) => faa::run(&s, a)?,
         Cmd::Latency(a) => latency::run(&s, a)?,
         Cmd::Map(a) => map::run(&s, a)?,
+        Cmd::Migrate(a) => migrate::run(&s, a)?,
         Cmd::Micro(a) => micro::run(&s, a)?,
         Cmd::Compare(_) => unreachable!("handled above"),
         Cmd::Tokio(a) => tokio_faa::run(&s, a)?,
@@ -94,6 +96,7 @@ fn run(cli: &Cli) -> Result<()> {
         Cmd::Faa(_) => "faa",
         Cmd::Latency(_) => "latency",
         Cmd::Map(_) => "map",
+        Cmd::Migrate(_) => "migrate",
         Cmd::Micro(_) => "micro",
         Cmd::Compare(_) => "compare",
         Cmd::Tokio(_) => "tokio",

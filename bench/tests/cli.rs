@@ -233,6 +233,17 @@ fn tokio_runs_and_verifies() {
 }
 
 #[test]
+fn migrate_runs_and_verifies() {
+    let d = out_dir("migrate");
+    let o = bench(&d, &args(&["migrate", "--interval-us", "100"]));
+    check_ok(&d, &o, &["migrate.csv", "migrate_run.txt"]);
+    let stdout = text(&o.stdout);
+    for v in ["mutex", "before", "during", "after"] {
+        assert!(stdout.contains(v), "phase {v} missing:\n{stdout}");
+    }
+}
+
+#[test]
 fn all_runs_every_benchmark() {
     // Each benchmark has its own test above; this one runs them all again.
     if !skip::full("every benchmark in a row") {
@@ -271,6 +282,7 @@ fn wrong_counts_fail_every_subcommand() {
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "apply-async-window"],
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "std-mutex"],
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "tokio-mutex"],
+        vec!["migrate"],
     ] {
         let mut a = args(&["--fault", "--no-plots"]);
         a.extend(cmd);

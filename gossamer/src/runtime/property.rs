@@ -33,6 +33,18 @@
 //! fibers), and every other closure sent to the property is refused with a
 //! panic instead of getting a second `&mut` to the latch.
 //!
+//! **A moved property keeps its first cell as a forwarding record.**
+//! `Trust::migrate_to` (see `trust::migrate`) moves the value into a cell
+//! on the target trustee and marks the first cell `MOVED`: its value is
+//! gone, and it records where the value is (trustee and cell) and a trust
+//! id of its own in that cell's set. The first cell keeps its id set and
+//! its lifetime rules unchanged (every trust names it); when it is
+//! released, it frees only its memory and toggles its own id off in the
+//! cell that holds the value, which is then the one whose value is
+//! dropped. While a later move hands the value from one holder to the
+//! next, the first cell is also `DRAINING`: requests wait there (`held`)
+//! instead of being forwarded.
+//!
 //! **At shutdown** the trustee drops every value still entrusted to it,
 //! then frees the cells: a value's `Drop` that reaches a property whose
 //! value is already gone finds it marked `DROPPED` and its closure is
@@ -52,11 +64,20 @@ const DOOMED: u8 = 3;
 /// `blocked` bit: the value was dropped at shutdown (the cell lives on
 /// until every value of the trustee is dropped).
 const DROPPED: u32 = 1 << 31;
+/// `blocked` bit: the value moved to another cell; this one forwards.
+const MOVED: u32 = 1 << 30;
+/// `blocked` bit, with `MOVED`: the value is changing trustees; requests
+/// wait until it has arrived.
+const DRAINING: u32 = 1 << 29;
 
 /// Why a closure may not reach a property's value now.
 pub(crate) const LENT: &str = "gossamer: this property is a Latch held (or awaited) by a launched closure, and a \
 closure sent with apply/apply_then may not reach its value meanwhile (it would alias the launched closure's borrow); \
 use launch/launch_then for every access to a Trust<Latch<T>> that may overlap a launch";
+/// Why a closure reached a property that moved, where it cannot follow.
+pub(crate) const MOVED_AWAY: &str = "gossamer: this property was moved to another trustee (Trust::migrate_to), and \
+this request cannot follow it: requests from another process and launched closures reach only a property that never \
+moved; use apply/apply_then from this process, or do not migrate a property that other processes or launches use";
 /// Why a closure was refused at shutdown.
 pub(crate) const GONE: &str = "gossamer: the runtime is shutting down and this property was already dropped; the \
 closure was refused";
@@ -74,6 +95,11 @@ pub(crate) struct Header {
     /// The fence round of the latest doom, and the replies it awaits.
     round: Cell<u32>,
     awaiting: Cell<u32>,
+    /// Set when `MOVED`: the trustee and cell that hold the value now, and
+    /// the id this record holds in that cell's set.
+    forward: Cell<(u32, *mut Header, u64)>,
+    /// Requests of this thread that wait while `DRAINING`, in order.
+    held: UnsafeCell<Vec<Box<dyn FnOnce()>>>,
     drop_value: unsafe fn(*mut Header),
     free: unsafe fn(*mut Header),
 }
@@ -97,6 +123,8 @@ impl<T> PropertyCell<T> {
                 blocked: Cell::new(0),
                 round: Cell::new(0),
                 awaiting: Cell::new(0),
+                forward: Cell::new((0, std::ptr::null_mut(), 0)),
+                held: UnsafeCell::new(Vec::new()),
                 drop_value: Self::drop_value,
                 free: Self::free,
             },
@@ -152,9 +180,112 @@ pub(crate) unsafe fn check_reachable(h: *const Header) -> Result<(), &'static st
         Ok(())
     } else if b & DROPPED != 0 {
         Err(GONE)
+    } else if b & MOVED != 0 {
+        Err(MOVED_AWAY)
     } else {
         Err(LENT)
     }
+}
+
+/// What a cell does with a request (see `trust::migrate`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Run it here (or refuse it, see `check_reachable`).
+    Here,
+    /// Send it on to the cell that holds the value, on trustee `.0`.
+    Forward(usize, *mut Header),
+    /// Hold it until the value has arrived where it moves.
+    Draining,
+}
+
+/// What the cell at `h` does with a request.
+///
+/// # Safety
+/// `h` must be a live header, on its trustee thread.
+#[inline]
+pub(crate) unsafe fn route(h: *const Header) -> Route {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    let b = hd.blocked.get();
+    if b & (MOVED | DROPPED) != MOVED {
+        Route::Here
+    } else if b & DRAINING != 0 {
+        Route::Draining
+    } else {
+        let (t, cell, _) = hd.forward.get();
+        Route::Forward(t as usize, cell)
+    }
+}
+
+/// True when the property's value is not in the cell at `h` because it
+/// moved (see `route`).
+///
+/// # Safety
+/// As for `route`.
+#[inline]
+pub(crate) unsafe fn moved(h: *const Header) -> bool {
+    // SAFETY: per the contract.
+    unsafe { route(h) != Route::Here }
+}
+
+/// Points the cell at `h` to `cell` on trustee `t`, which holds `id` for
+/// it, and ends a drain; the cell's value (if it still had one) has been
+/// moved out by the caller. Returns the requests held meanwhile, in order.
+///
+/// # Safety
+/// `h` must be a live header on its trustee thread, reachable until now
+/// (not lent, not dropped) or already `MOVED`.
+pub(crate) unsafe fn set_forward(h: *mut Header, t: usize, cell: *mut Header, id: u64) -> Vec<Box<dyn FnOnce()>> {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    debug_assert!(hd.blocked.get() & !(MOVED | DRAINING) == 0);
+    hd.forward.set((t as u32, cell, id));
+    hd.blocked.set(MOVED);
+    // SAFETY: touched only on this thread, never while borrowed elsewhere.
+    std::mem::take(unsafe { &mut *hd.held.get() })
+}
+
+/// Where the moved cell at `h` forwards to: trustee, cell, and the id it
+/// holds there.
+///
+/// # Safety
+/// `h` must be a live, `MOVED` header on its trustee thread.
+pub(crate) unsafe fn forward_of(h: *const Header) -> (usize, *mut Header, u64) {
+    // SAFETY: per the contract.
+    let (t, cell, id) = unsafe { (*h).forward.get() };
+    (t as usize, cell, id)
+}
+
+/// Starts a drain on the moved cell at `h`: requests wait from now on.
+///
+/// # Safety
+/// `h` must be a live, `MOVED` header on its trustee thread.
+pub(crate) unsafe fn set_draining(h: *mut Header) {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    debug_assert_eq!(hd.blocked.get(), MOVED);
+    hd.blocked.set(MOVED | DRAINING);
+}
+
+/// Keeps `f` until the drain of the cell at `h` ends (`set_forward`).
+///
+/// # Safety
+/// `h` must be a live, draining header on its trustee thread.
+pub(crate) unsafe fn hold(h: *mut Header, f: Box<dyn FnOnce()>) {
+    // SAFETY: per the contract; touched only on this thread.
+    unsafe { (*(*h).held.get()).push(f) }
+}
+
+/// Unregisters and frees a cell whose value was moved out and that no
+/// request can name any more (see `trust::migrate`).
+///
+/// # Safety
+/// `h` must be a live header registered with `w`, its value moved out, and
+/// unreachable from now on.
+pub(crate) unsafe fn forget(w: &Worker, h: *mut Header) {
+    w.unregister(h);
+    // SAFETY: per the contract: only the memory, once.
+    unsafe { ((*h).free)(h) }
 }
 
 /// Counts a launched closure that holds or awaits the property's latch
@@ -293,6 +424,27 @@ pub(crate) unsafe fn fenced(h: *const Header) -> Option<bool> {
 /// complete, and no round of the outside queues pending for it.
 pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
     w.unregister(h);
+    // SAFETY: `h` is live, on its trustee.
+    if let Route::Forward(t, cell) = unsafe { route(h) } {
+        // A forwarding record: no value here; the new cell loses the trust
+        // this record held (sent after every request this thread forwarded
+        // to it, on the same lane).
+        // SAFETY: as above.
+        let id = unsafe { (*h).forward.get().2 };
+        let cell = SendPtr(cell);
+        w.send_plain(t, move || {
+            let cell = cell;
+            if let Some(w) = crate::runtime::context::current() {
+                // SAFETY: runs on the new cell's trustee, which keeps it
+                // while this record's id is in its set.
+                unsafe { toggle(w, cell.0, id) }
+            }
+        });
+        // SAFETY: unregistered just now, its value moved out: only the
+        // memory is freed, once.
+        unsafe { ((*h).free)(h) };
+        return;
+    }
     // SAFETY: unregistered just now, so dropped only here.
     unsafe { destroy(h) }
 }
@@ -306,8 +458,13 @@ pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
 pub(crate) unsafe fn drop_value_at_shutdown(h: *mut Header) {
     // SAFETY: per the contract.
     unsafe {
+        let moved = (*h).blocked.get() & MOVED != 0;
         (*h).blocked.set((*h).blocked.get() | DROPPED);
-        ((*h).drop_value)(h);
+        // A forwarding record holds no value (its new cell is dropped by
+        // its own trustee).
+        if !moved {
+            ((*h).drop_value)(h);
+        }
     }
 }
 

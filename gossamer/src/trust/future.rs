@@ -227,8 +227,9 @@ impl<T, F: Send, U: Send> Pending<U> for Request<T, F, U> {
 /// shutdown) a submitted request, and releases the queue's reference.
 unsafe fn run_request<T, F, U>(node: *mut SubNode, w: Option<&Worker>)
 where
-    F: FnOnce(&mut T) -> U + Send,
-    U: Send,
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U + Send + 'static,
+    U: crate::trust::Transferable,
 {
     // SAFETY: the node is the front of a `Request<T, F, U>` (`repr(C)`)
     // whose reference the queue holds (`Arc::into_raw` in `submit`).
@@ -238,6 +239,16 @@ where
     match (w, f) {
         (Some(_), Some(f)) if !req.done.cancelled() => {
             let prop = req.prop;
+            // SAFETY: on the property's trustee, which keeps it (see below).
+            if unsafe { crate::trust::property::moved(prop.cast()) } {
+                // The property moved: this trustee sends the request on.
+                let w = crate::runtime::context::current().expect("gossamer: a submission run outside a worker");
+                let done = req.clone();
+                let then: crate::trust::migrate::Then<U> = Box::new(move |_, r| done.done.complete(Some(r)));
+                let t = w.index;
+                let f = crate::trust::migrate::Closure::new(f);
+                return crate::trust::migrate::route(w, t, prop, f, crate::trust::migrate::Reply::Then(then), false);
+            }
             // SAFETY: we are the property's trustee, in delegated context,
             // and the property is live: requests from outside keep it
             // (see `property`); a launched closure may hold it (checked).
@@ -270,7 +281,7 @@ pub(crate) fn submit<T, F, U>(
 where
     T: Send + 'static,
     F: FnOnce(&mut T) -> U + Send + 'static,
-    U: Send + 'static,
+    U: crate::trust::Transferable,
 {
     let req = Arc::new(Request {
         node: SubNode::new(run_request::<T, F, U>),

@@ -355,6 +355,12 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let job = move || {
             let keep = keep;
             let h = keep.cell.as_ptr().cast::<super::property::Header>();
+            // SAFETY: on the trustee thread; `keep` keeps the cell alive.
+            if unsafe { super::property::moved(h) } {
+                // The value moved away (`migrate_to`): it is not here to lock.
+                let why: Box<dyn std::any::Any + Send> = Box::new(super::property::MOVED_AWAY);
+                return deliver(reply, Err(why), finish);
+            }
             // SAFETY: this fiber runs on the trustee thread, the only thread
             // that touches the latch, and `keep` keeps the property alive.
             // While the fiber holds or awaits the latch the property is

@@ -5,6 +5,7 @@ pub(crate) mod delegable;
 mod extend;
 pub(crate) mod future;
 mod latch;
+pub(crate) mod migrate;
 #[cfg(all(test, not(loom)))]
 mod miri_tests;
 mod pool;
@@ -159,9 +160,23 @@ impl<U> Waiter<U> {
 }
 
 unsafe fn complete_wake<U: Transferable>(w: &Worker, lane: usize, data: *const (), rec: *const Word) {
+    // SAFETY: the response holds a `U`.
+    let r = unsafe { w.take_result::<U>(lane, rec) };
+    if migrate::is_relayed(&r) {
+        // The property moved: the result follows (see `migrate`).
+        return relayed_wake(w, r, data);
+    }
     // SAFETY: `data` is the `Waiter<U>` on the stack of a fiber suspended
-    // until this completion; the response holds a `U`.
-    unsafe { Waiter::<U>::complete(w, data, w.take_result::<U>(lane, rec)) }
+    // until this completion.
+    unsafe { Waiter::<U>::complete(w, data, r) }
+}
+
+/// Waits for the result of a request that a moved property's first cell
+/// relays (its answer `r`), for a waiting fiber.
+#[cold]
+#[inline(never)]
+fn relayed_wake<U: Transferable>(w: &Worker, r: thread::Result<U>, data: *const ()) {
+    migrate::await_relayed(w, r, migrate::Reply::Wake(data))
 }
 
 /// How a `then` callback takes its result.
@@ -210,6 +225,10 @@ unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static
     // SAFETY: `then_impl` stored a `G` for this request, in order, and the
     // response holds a `U`.
     let (g, r) = unsafe { (w.take_then::<G>(lane), w.take_result::<U>(lane, rec)) };
+    if migrate::is_relayed(&r) {
+        // The property moved: the result follows (see `migrate`).
+        return relayed_then::<U, G, K>(w, r, g);
+    }
     if pull::is_large(&r) {
         // Too large for the response: a fiber pulls it, then calls back.
         w.spawn_boxed(Box::new(move || {
@@ -227,15 +246,42 @@ unsafe fn complete_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static
     }
 }
 
+/// Waits for the result of a request that a moved property's first cell
+/// relays (its answer `r`), for a callback.
+#[cold]
+#[inline(never)]
+fn relayed_then<U: Transferable, G: 'static, K: ThenKind<U, G> + 'static>(w: &Worker, r: thread::Result<U>, g: G) {
+    let then: migrate::Then<U> = Box::new(move |w, r| {
+        if let Some((what, p)) = K::run(g, r) {
+            w.report_panic(what, p);
+        }
+    });
+    migrate::await_relayed(w, r, migrate::Reply::Then(then))
+}
+
 /// Runs `f` on the property at `cell` by the local shortcut, at once or
 /// deferred (see `then_impl`), then `then` with its result; a closure that
 /// may not reach the value now (see `property::check_reachable`) is
 /// refused: `then` gets the refusal as the closure's panic.
 fn run_local_then<T, F, U, G, K>(w: &Worker, cell: NonNull<PropertyCell<T>>, f: F, then: G)
 where
-    F: FnOnce(&mut T) -> U,
-    K: ThenKind<U, G>,
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U + Send + 'static,
+    U: Transferable,
+    G: 'static,
+    K: ThenKind<U, G> + 'static,
 {
+    // SAFETY: on the trustee, and the property lives: a request names it.
+    if unsafe { property::moved(cell.as_ptr().cast()) } {
+        // The property moved: follow it, at this request's turn.
+        let then: migrate::Then<U> = Box::new(move |w, r| {
+            if let Some((what, p)) = K::run(then, r) {
+                w.report_panic(what, p);
+            }
+        });
+        let t = w.index;
+        return migrate::route(w, t, cell.as_ptr(), migrate::Closure::new(f), migrate::Reply::Then(then), true);
+    }
     // SAFETY: on the trustee, and the property lives: a request names it
     // (see `property`).
     let r = match unsafe { property::check_reachable(cell.as_ptr().cast()) } {
@@ -252,12 +298,35 @@ where
     }
 }
 
+/// The answer to a closure on the property at `prop` that may not reach
+/// the value in this cell: a moved property's first cell relays it (see
+/// `migrate`); others refuse it with `why`.
+///
+/// # Safety
+/// `prop` must be a live `PropertyCell<T>` of this trustee.
+#[cold]
+#[inline(never)]
+unsafe fn refusal<T, F, U>(prop: *mut u8, f: F, why: &'static str) -> thread::Result<U>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U + Send + 'static,
+    U: Transferable,
+{
+    // SAFETY: per the contract.
+    if unsafe { property::moved(prop.cast()) } {
+        // SAFETY: as above; served in a client's batch.
+        return unsafe { migrate::relay::<T, _>(prop.cast(), migrate::Closure::new(f)) };
+    }
+    Err(Box::new(why))
+}
+
 /// Runs closure `F` on the property `T` at `prop` (on the trustee).
-unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
-    prop: *mut u8,
-    env: *mut u8,
-    out: &mut Responder<'_>,
-) {
+pub(crate) unsafe fn property_shim<T, F, U>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>)
+where
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U + Send + 'static,
+    U: Transferable,
+{
     // SAFETY: the request was encoded with this shim for an `F`, and `prop`
     // is a live `PropertyCell<T>` whose trustee is this thread: the closure
     // gets exclusive access.
@@ -265,7 +334,8 @@ unsafe fn property_shim<T, F: FnOnce(&mut T) -> U, U: Transferable>(
     let cell = prop.cast::<PropertyCell<T>>();
     // SAFETY: as above.
     if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
-        return out.put_any::<U>(Err(Box::new(why)));
+        // SAFETY: as above.
+        return out.put_any::<U>(unsafe { refusal::<T, F, U>(prop, f, why) });
     }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
     // SAFETY: a live, reachable property of this trustee (checked above),
@@ -330,7 +400,9 @@ impl<T: Send + 'static> Trust<T> {
         }
     }
 
-    /// The trustee that owns the property.
+    /// The trustee this trust sends its requests to: the one the property
+    /// was entrusted to. After [`migrate_to`](Trust::migrate_to) that
+    /// trustee relays them to the one that holds the property now.
     pub fn trustee(&self) -> TrusteeRef {
         TrusteeRef::new(self.trustee as usize, self.runtime)
     }
@@ -346,6 +418,59 @@ impl<T: Send + 'static> Trust<T> {
     /// run directly (the local-trustee shortcut).
     pub fn is_local(&self) -> bool {
         context::current().is_some_and(|w| w.shared.id == self.runtime && w.index == self.trustee as usize)
+    }
+
+    /// Moves the property to trustee `to` while the program runs, and
+    /// waits until it is there; a no-op if it is there already.
+    ///
+    /// Every request, issued before, during or after the move, from any
+    /// trust to the property on any thread, runs exactly once, on whichever
+    /// trustee holds the value when it arrives, and the requests of each
+    /// fiber (`apply_then` ones still queued included) run in the order it
+    /// issued them. Every trust stays valid: a trust keeps sending to the
+    /// trustee the property was entrusted to, which relays each request to
+    /// the one that holds the value (one relay, however many moves; see the
+    /// `trust::migrate` module for the protocol). The property is dropped
+    /// once, by the trustee that holds it when the last trust is gone.
+    ///
+    /// ```
+    /// let rt = gossamer::Runtime::builder().workers(2).build()?;
+    /// rt.block_on(|| {
+    ///     let counter = gossamer::trustee(0).entrust(0u64);
+    ///     counter.apply_then(|c| *c += 1, |_| {});
+    ///     counter.migrate_to(gossamer::trustee(1));
+    ///     // Runs on thread 1 now; the request issued before the move ran first.
+    ///     assert_eq!(counter.apply(|c| { *c += 1; *c }), 2);
+    /// });
+    /// # Ok::<(), gossamer::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    /// Outside a fiber of the trust's runtime, or in delegated context
+    /// (like [`apply`](Trust::apply)); if `to` is a trustee of another
+    /// runtime or another process; if a launched closure holds the
+    /// property's latch (a `Trust<Latch<T>>` being launched on).
+    ///
+    /// Requests that come from another process (`apply_with` from a trust
+    /// sent there) and `launch` reach only a property that never moved: once
+    /// it has moved they are refused with an error that says so.
+    pub fn migrate_to(&self, to: TrusteeRef) {
+        let w = self.worker_here("migrate_to");
+        assert!(to.runtime() == self.runtime, "gossamer: migrate_to: the trustee belongs to another runtime");
+        migrate::migrate(w, self.trustee as usize, self.cell.as_ptr(), to.index())
+    }
+
+    /// The worker of the calling fiber, for the calls that must run in a
+    /// fiber of this trust's process.
+    fn worker_here(&self, call: &str) -> &'static Worker {
+        let w = context::current().filter(|w| w.shared.id == self.runtime).unwrap_or_else(|| {
+            panic!("gossamer: {call} must be called from a fiber of the trust's runtime (block_on or spawn)")
+        });
+        assert!(
+            w.shared.is_local(self.trustee as usize),
+            "gossamer: {call}: this trust's property is in another process; call it from a fiber of that process"
+        );
+        w
     }
 
     /// # Safety
@@ -429,6 +554,10 @@ impl<T: Send + 'static> Trust<T> {
                     w.run_deferred();
                     // SAFETY: on the trustee.
                     if let Err(why) = unsafe { property::check_reachable(self.cell.as_ptr().cast()) } {
+                        // SAFETY: as above.
+                        if unsafe { property::moved(self.cell.as_ptr().cast()) } {
+                            return migrate::call(w, w.index, self.cell.as_ptr(), migrate::Closure::new(f));
+                        }
                         panic!("{why}");
                     }
                     let g = w.enter_delegated();
@@ -505,6 +634,23 @@ impl<T: Send + 'static> Trust<T> {
             self.trustee as usize,
             Box::new(move || {
                 let cell = cell;
+                // SAFETY: injected tasks run on the trustee thread.
+                if unsafe { property::moved(cell.0.as_ptr().cast()) } {
+                    // The property moved: this trustee sends it on.
+                    let w = context::current().expect("gossamer: injected task outside a worker");
+                    let then: migrate::Then<U> = Box::new(move |_, r| {
+                        let _ = tx.send(r);
+                    });
+                    let t = w.index;
+                    return migrate::route(
+                        w,
+                        t,
+                        cell.0.as_ptr(),
+                        migrate::Closure::new(f),
+                        migrate::Reply::Then(then),
+                        false,
+                    );
+                }
                 // SAFETY: injected tasks run on the trustee thread in
                 // delegated context: exclusive access to the value, unless
                 // a launched closure holds it (checked first).
@@ -899,7 +1045,7 @@ impl<T: Send + 'static> Trust<T> {
     fn submit_outside<F, U>(&self, f: F) -> ApplyFuture<U>
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
-        U: Send + 'static,
+        U: Transferable,
     {
         let t = self.trustee as usize;
         Shared::with_outside(self.runtime, |s| {

@@ -22,6 +22,11 @@ impl TrusteeRef {
         self.index as usize
     }
 
+    /// The runtime the trustee belongs to.
+    pub(crate) fn runtime(&self) -> u64 {
+        self.runtime
+    }
+
     /// Gives `value` to this trustee and returns the first trust to it
     /// (§2.3.2). Never blocks: from another thread the registration travels
     /// as an asynchronous message, so this also works in delegated context.

@@ -84,6 +84,9 @@ pub(crate) struct Worker {
     id_shift: u32,
     /// Where this worker's time goes (see `load`).
     meter: load::Meter,
+    /// The client whose batch this trustee serves now (for requests that a
+    /// moved property's first cell relays, see `trust::migrate`).
+    pub(crate) serving: Cell<usize>,
 }
 
 /// Bits that name a worker (`index + 1`) in the trust ids of a program of
@@ -136,6 +139,7 @@ impl Worker {
             rr: Cell::new(index),
             quiet: Cell::new(false),
             local_streak: Cell::new(0),
+            serving: Cell::new(usize::MAX),
             rounds: Cell::new(0),
             rounds_done: Cell::new(0),
             doomed: RefCell::new(Vec::new()),

@@ -44,6 +44,7 @@ impl Worker {
             };
             let mut batch = 0usize;
             let g = self.enter_delegated();
+            self.serving.set(c);
             if self.shared.is_local(c) {
                 // SAFETY: the flag change means client `c` published a
                 // complete batch and waits for our answer before touching

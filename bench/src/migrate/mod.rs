@@ -1,0 +1,54 @@
+//! `gossamer-bench migrate`: throughput of one hot property before, during
+//! and after moving it between trustees (`Trust::migrate_to`), beside the
+//! same clients on a `parking_lot::Mutex` in the same run.
+//!
+//! Fibers on every worker (`--fibers` per worker) increment one counter
+//! with `apply` (the faa benchmark's critical section) through one of the
+//! phases, each `--duration` long:
+//! * `before`: the counter on trustee 0, never moved;
+//! * `during`: a fiber on worker 0 moves it round-robin over the trustees,
+//!   waiting `--interval-us` between moves;
+//! * `after`: no more moves, the counter left on trustee 1; the clients
+//!   keep their trusts, which send to trustee 0, which relays every request.
+//!
+//! The counter must equal the number of increments the clients counted.
+
+mod run;
+
+use std::io::Write;
+
+use crate::cli::MigrateArgs;
+use crate::error::Result;
+use crate::settings::Settings;
+
+pub use run::Phase;
+
+/// Runs the benchmark and prints (and writes `migrate.csv`) one row per
+/// repetition and phase, in Mops/s.
+pub fn run(s: &Settings, a: &MigrateArgs) -> Result<()> {
+    let interval = std::time::Duration::from_micros(a.interval_us.unwrap_or(1000));
+    let mut csv = String::from("rep,variant,mops,moves\n");
+    println!(
+        "migrate: {} threads, {} fibers per thread, {:.1} s per phase, a move every {} µs while moving",
+        s.threads,
+        s.fibers,
+        s.duration.as_secs_f64(),
+        interval.as_micros()
+    );
+    println!("{:>4}  {:<18} {:>10} {:>8}", "rep", "variant", "Mops/s", "moves");
+    for rep in 0..s.repeat {
+        let lock = run::lock(s)?;
+        let trust = run::trust(s, interval)?;
+        let mut row = |name: &str, mops: f64, moves: u64| {
+            println!("{rep:>4}  {name:<18} {mops:>10.3} {moves:>8}");
+            csv.push_str(&format!("{rep},{name},{mops:.4},{moves}\n"));
+        };
+        row("mutex", lock, 0);
+        for (p, mops) in Phase::ALL.iter().zip(trust.mops) {
+            row(p.name(), mops, if *p == Phase::During { trust.moves } else { 0 });
+        }
+        let _ = std::io::stdout().flush();
+    }
+    std::fs::write(s.out.join("migrate.csv"), csv)?;
+    Ok(())
+}

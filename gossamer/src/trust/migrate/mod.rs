@@ -1,0 +1,526 @@
+//! Moving a property to another trustee while the program runs
+//! ([`Trust::migrate_to`](crate::Trust::migrate_to)): the move itself, and
+//! the relaying of requests to wherever the value is.
+//!
+//! # Protocol
+//!
+//! A trust names its property by the cell it was entrusted in and that
+//! cell's trustee (its *origin*), and never changes: every trust to the
+//! property, on any thread, sends every request to the origin. What
+//! changes is what the origin does with them.
+//!
+//! * **Relaying.** Once the value has moved, the origin cell is a
+//!   forwarding record: it names the trustee and cell that hold the value
+//!   (see `runtime::property`). The origin trustee sends every request that
+//!   reaches it on to that cell as a request of its own, and answers the
+//!   client at once with a token ([`Relayed`], carried where a panic would
+//!   be); the holder's answer comes back to the origin, which sends the
+//!   result to the client's thread in a message with the token. The client
+//!   hands it to the waiting fiber or the `then` callback, whichever of the
+//!   token and the result arrives last. The origin's own thread (its
+//!   fibers, outside submissions it runs) sends through the same record.
+//!   When the value is in a cell of the origin's own thread (it came back),
+//!   the origin runs the request at once. So a request costs one relay
+//!   however many moves there were, and the holder hears only from the
+//!   origin.
+//! * **Per-client order.** A client's requests reach the origin in one
+//!   FIFO lane, and the origin relays them, in that order, through its own
+//!   FIFO lane to the holder: they run in issue order.
+//! * **A move** is a request to the origin. The first one runs there
+//!   between two closures: the value goes into a new cell on the target,
+//!   and the origin becomes a record. A later one is a *hand-over*: the
+//!   origin stops relaying (requests wait in the record, in order) and
+//!   sends the holder a hand-over request behind everything it relayed to
+//!   it; the holder runs it after them, moves the value into a new cell on
+//!   the target and frees its own (only the origin ever named it), and the
+//!   origin then relays to the new cell, the waiting requests first.
+//! * **Exactly once.** A request runs only where the value is; a record
+//!   never runs one, and relays each once.
+//! * **Lifetimes.** The origin keeps the refcount rules of every cell: the
+//!   trusts hold their ids there, and it is released after a fence round
+//!   once its set is empty (a hand-over holds an id of its own meanwhile).
+//!   Released, it frees its memory and toggles off the id it holds in the
+//!   holder's cell (sent behind every request it relayed there), which is
+//!   then dropped, once, after its own fence round.
+//!
+//! The common path pays nothing: a trustee already tests one word of the
+//! cell (`blocked`) before each closure, and a record is one more bit of
+//! that word. Only the requests of moved properties take the slow path.
+//!
+//! Within one process only: a property moves only between trustees of its
+//! process, and a request that comes from another process, or a launched
+//! closure (`launch` on a `Trust<Latch<T>>`), reaching a moved property is
+//! refused with an error that says so.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::thread;
+
+use super::{property_shim, Transferable, Waiter};
+use crate::channel::record::{take_value, Responder};
+use crate::channel::slot::Word;
+use crate::runtime::context;
+use crate::runtime::property::{self, Header, PropertyCell, Route, SendPtr};
+use crate::runtime::worker::{Call, Completion, Worker};
+
+/// A callback for the result of a request sent on.
+pub(crate) type Then<U> = Box<dyn FnOnce(&Worker, thread::Result<U>)>;
+
+/// Where the result of a request goes on the issuing thread.
+pub(crate) enum Reply<U> {
+    /// To a fiber suspended in `Waiter::wait` (the waiter's address).
+    Wake(*const ()),
+    /// To a callback.
+    Then(Then<U>),
+}
+
+impl<U: Send + 'static> Reply<U> {
+    fn finish(self, w: &Worker, r: thread::Result<U>) {
+        match self {
+            // SAFETY: `Wake` holds a waiter whose fiber is suspended until
+            // this result, which completes it once.
+            Reply::Wake(data) => unsafe { Waiter::<U>::complete(w, data, r) },
+            Reply::Then(g) => g(w, r),
+        }
+    }
+}
+
+/// The origin's answer to a request it relays: the result follows in a
+/// message that carries the same token.
+pub(crate) struct Relayed(u64);
+
+/// True when `r` is the origin's answer to a relayed request.
+#[inline]
+pub(crate) fn is_relayed<U>(r: &thread::Result<U>) -> bool {
+    matches!(r, Err(p) if p.is::<Relayed>())
+}
+
+thread_local! {
+    /// Per token of a relayed request: its `Reply` if the answer came
+    /// first, its result if the result came first.
+    static RELAYS: RefCell<HashMap<u64, Box<dyn Any>>> = RefCell::new(HashMap::new());
+}
+
+/// On the issuing thread: the origin's answer `r` (a [`Relayed`]) to a
+/// request whose result goes to `reply`.
+pub(crate) fn await_relayed<U: Send + 'static>(w: &Worker, r: thread::Result<U>, reply: Reply<U>) {
+    let token = match r {
+        Err(p) => match p.downcast::<Relayed>() {
+            Ok(t) => t.0,
+            Err(p) => return reply.finish(w, Err(p)),
+        },
+        Ok(u) => return reply.finish(w, Ok(u)),
+    };
+    let early = RELAYS.with(|m| m.borrow_mut().remove(&token));
+    match early {
+        Some(result) => match result.downcast::<thread::Result<U>>() {
+            Ok(result) => reply.finish(w, *result),
+            Err(_) => unreachable!("gossamer: a relayed result of another type"),
+        },
+        None => RELAYS.with(|m| {
+            m.borrow_mut().insert(token, Box::new(reply));
+        }),
+    }
+}
+
+/// On the issuing thread: the result of the relayed request `token`.
+fn relayed_result<U: Send + 'static>(w: &Worker, token: u64, r: thread::Result<U>) {
+    let waiting = RELAYS.with(|m| m.borrow_mut().remove(&token));
+    match waiting {
+        Some(reply) => match reply.downcast::<Reply<U>>() {
+            Ok(reply) => reply.finish(w, r),
+            Err(_) => unreachable!("gossamer: a relayed reply of another type"),
+        },
+        None => RELAYS.with(|m| {
+            m.borrow_mut().insert(token, Box::new(r));
+        }),
+    }
+}
+
+/// A request that can be routed to wherever the property's value is.
+pub(crate) trait Request<T: 'static>: Send + Sized + 'static {
+    type Out: Transferable;
+    /// Queues the request for `cell` on trustee `t` (not this thread).
+    fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion);
+    /// Runs the request on `cell`, whose value is here and reachable.
+    fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<Self::Out>;
+}
+
+/// A closure (`apply` and its forms).
+///
+/// Requests routed here stay in the process of the property (a property
+/// moves only within its process, and only its origin relays): they are
+/// queued as `Call::Copied`, which checks exactly that.
+pub(crate) struct Closure<F, U>(pub(crate) F, PhantomData<fn() -> U>);
+
+impl<F, U> Closure<F, U> {
+    pub(crate) fn new(f: F) -> Self {
+        Closure(f, PhantomData)
+    }
+}
+
+impl<T, F, U> Request<T> for Closure<F, U>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U + Send + 'static,
+    U: Transferable,
+{
+    type Out = U;
+
+    fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion) {
+        w.enqueue(t, property_shim::<T, F, U>, cell.cast(), self.0, c, Call::Copied);
+    }
+
+    fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<U> {
+        let _g = w.enter_delegated();
+        // SAFETY: per the trait, the value is here, on this thread, and
+        // reachable; no closure runs beside this one (the callers run it at
+        // its turn, or deferred).
+        catch_unwind(AssertUnwindSafe(|| (self.0)(unsafe { &mut *(*cell).value.get() })))
+    }
+}
+
+/// The hand-over of the value to trustee `.0` (see the module
+/// documentation); answers the new cell's address and the id the origin
+/// holds there (the origin registers it there).
+struct HandOver(usize);
+
+impl<T: Send + 'static> Request<T> for HandOver {
+    type Out = (usize, u64);
+
+    fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion) {
+        w.enqueue(t, hand_over_shim::<T>, cell.cast(), self.0, c, Call::Copied);
+    }
+
+    fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<(usize, u64)> {
+        // SAFETY: per the trait; only the origin names a holder's cell, and
+        // this is the last request it sends to it.
+        let (new, id) = unsafe { move_value(w, cell) };
+        // SAFETY: as above: its value moved out, nothing names it any more.
+        unsafe { property::forget(w, cell.cast()) };
+        Ok((new.expose_provenance(), id))
+    }
+}
+
+/// Serves a hand-over on the holder.
+unsafe fn hand_over_shim<T: Send + 'static>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+    // SAFETY: encoded by `HandOver::enqueue` with a `usize`.
+    let to: usize = unsafe { take_value(env as *const Word) };
+    let w = context::current().expect("gossamer: a request served outside a worker");
+    let r = run_here(w, prop.cast::<PropertyCell<T>>(), HandOver(to));
+    out.put_any::<(usize, u64)>(r);
+}
+
+/// Where a request goes from this thread.
+enum Resolved<T> {
+    /// To the cell at `.1` on trustee `.0`.
+    At(usize, *mut PropertyCell<T>),
+    /// Nowhere yet: the record at `.0`, on this thread, hands over.
+    Held(*mut PropertyCell<T>),
+}
+
+/// Follows the records this thread holds, from `cell` on `t`.
+fn resolve<T: 'static>(w: &Worker, mut t: usize, mut cell: *mut PropertyCell<T>) -> Resolved<T> {
+    while t == w.index {
+        // SAFETY: a cell of this thread, kept alive by the request that
+        // names it (see the module documentation).
+        match unsafe { property::route(cell.cast()) } {
+            Route::Forward(t2, c2) => (t, cell) = (t2, c2.cast()),
+            Route::Draining => return Resolved::Held(cell),
+            Route::Here => break,
+        }
+    }
+    Resolved::At(t, cell)
+}
+
+/// Runs `req` on `cell`, a cell of this thread that holds the value.
+fn run_here<T: 'static, R: Request<T>>(w: &Worker, cell: *mut PropertyCell<T>, req: R) -> thread::Result<R::Out> {
+    // SAFETY: on the cell's trustee; the cell lives (see `resolve`).
+    match unsafe { property::check_reachable(cell.cast()) } {
+        Ok(()) => req.run(w, cell),
+        Err(why) => Err(Box::new(why)),
+    }
+}
+
+/// Sends `req` to the property at `cell` on trustee `t`, through the
+/// records this thread holds, and hands its result to `reply` on this
+/// thread. `now`: the caller runs at this request's turn (no closure of
+/// this thread is running), so a value found here is reached at once;
+/// otherwise such a request waits in the deferred queue.
+pub(crate) fn route<T: 'static, R: Request<T>>(
+    w: &Worker,
+    t: usize,
+    cell: *mut PropertyCell<T>,
+    req: R,
+    reply: Reply<R::Out>,
+    now: bool,
+) {
+    let (t, cell) = match resolve(w, t, cell) {
+        Resolved::At(t, cell) => (t, cell),
+        Resolved::Held(rec) => {
+            let rec = SendPtr(rec);
+            let retry = Box::new(move || {
+                let rec = rec;
+                let w = context::current().expect("gossamer: held request outside its worker");
+                route(w, w.index, rec.0, req, reply, false);
+            });
+            // SAFETY: a record of this thread that hands over now.
+            return unsafe { property::hold(rec.0.cast(), retry) };
+        }
+    };
+    if t == w.index {
+        if now || !w.must_defer() {
+            let r = run_here(w, cell, req);
+            return reply.finish(w, r);
+        }
+        let cell = SendPtr(cell);
+        w.defer(Box::new(move || {
+            let cell = cell;
+            let w = context::current().expect("gossamer: deferred request outside its worker");
+            // Moved meanwhile? Follow it.
+            route(w, w.index, cell.0, req, reply, true);
+        }));
+        return;
+    }
+    match reply {
+        Reply::Wake(data) => req.enqueue(w, t, cell, Completion { run: complete_route::<R::Out>, data }),
+        Reply::Then(g) => {
+            req.enqueue(w, t, cell, Completion { run: complete_route::<R::Out>, data: std::ptr::null() });
+            w.store_then(t, g);
+        }
+    }
+}
+
+/// Runs `req` for the property at `cell` on trustee `t` (a cell of this
+/// thread) and waits for its result, from a fiber that may block.
+pub(crate) fn call<T: 'static, R: Request<T>>(
+    w: &'static Worker,
+    t: usize,
+    cell: *mut PropertyCell<T>,
+    req: R,
+) -> R::Out {
+    w.check_may_block();
+    // Earlier requests of this thread come first.
+    w.run_deferred();
+    if let Resolved::At(t2, c2) = resolve(w, t, cell) {
+        if t2 == w.index {
+            let r = run_here(w, c2, req);
+            w.run_deferred();
+            return r.unwrap_or_else(|p| resume_unwind(p));
+        }
+    }
+    // Held here, or on another thread: `route` does not complete it inline.
+    let wait = Waiter::<R::Out>::new(w.current_fiber());
+    route(w, t, cell, req, Reply::Wake(wait.as_data()), false);
+    wait.wait()
+}
+
+/// The completion of a request sent on by `route`.
+unsafe fn complete_route<U: Transferable>(w: &Worker, lane: usize, data: *const (), rec: *const Word) {
+    // SAFETY: `route` queued a request whose result is a `U`, and stored a
+    // `Then<U>` for it exactly when `data` is null.
+    let (r, reply) = unsafe {
+        let r = w.take_result::<U>(lane, rec);
+        let reply = if data.is_null() { Reply::Then(w.take_then::<Then<U>>(lane)) } else { Reply::Wake(data) };
+        (r, reply)
+    };
+    if is_relayed(&r) {
+        // A request to a first cell (from `call`) that relays it.
+        return await_relayed(w, r, reply);
+    }
+    reply.finish(w, r)
+}
+
+/// What the origin record `h` (moved) answers to `req` from the client
+/// it serves now: the result, if the value is in another cell of this
+/// thread (run at once: this trustee runs one closure at a time), else a
+/// [`Relayed`] token, the request relayed (see the module documentation).
+///
+/// # Safety
+/// `h` must be a live, moved header on its trustee thread, which serves a
+/// client's batch now, with no closure on the property running.
+pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) -> thread::Result<R::Out> {
+    let w = context::current().expect("gossamer: a request served outside a worker");
+    // SAFETY: per the contract.
+    if let Route::Forward(t, cell) = unsafe { property::route(h) } {
+        if t == w.index {
+            return run_here(w, cell.cast(), req);
+        }
+    }
+    let client = w.serving.get();
+    let token = w.new_id();
+    let back: Then<R::Out> = Box::new(move |w, r| {
+        w.send(client, move || {
+            let w = context::current().expect("gossamer: runtime message outside a worker");
+            relayed_result(w, token, r);
+        })
+    });
+    let me = w.index;
+    route(w, me, h.cast::<PropertyCell<T>>(), req, Reply::Then(back), false);
+    Err(Box::new(Relayed(token)))
+}
+
+// ----- moves -----------------------------------------------------------
+
+/// Moves the property whose origin is `origin` on trustee `a` to trustee
+/// `to`, and waits until it is there, from a fiber.
+pub(crate) fn migrate<T: Send + 'static>(w: &'static Worker, a: usize, origin: *mut PropertyCell<T>, to: usize) {
+    w.check_may_block();
+    assert!(to < w.shared.n, "gossamer: migrate_to: no trustee {to} (the runtime has {})", w.shared.n);
+    assert!(
+        w.shared.is_local(to),
+        "gossamer: migrate_to: trustee {to} is in another process; a property moves only between trustees of its \
+         own process"
+    );
+    if w.index == a {
+        w.run_deferred();
+        // SAFETY: the origin is a cell of this thread, kept by the caller's
+        // trust; no closure runs (checked above).
+        unsafe { start_move(w, origin, to) }.unwrap_or_else(|why| panic!("{why}"));
+    } else {
+        let wait = Waiter::<()>::new(w.current_fiber());
+        let c = Completion { run: complete_move, data: wait.as_data() };
+        w.enqueue(a, move_shim::<T>, origin.cast(), to, c, Call::Copied);
+        wait.wait();
+    }
+    // Done when a request sent now runs: it waits while the value is
+    // handed over.
+    call(w, a, origin, Closure::new(|_: &mut T| ()));
+}
+
+unsafe fn complete_move(w: &Worker, lane: usize, data: *const (), rec: *const Word) {
+    // SAFETY: `migrate` queued a move, which answers `()`, for the waiter
+    // at `data`.
+    unsafe { Waiter::<()>::complete(w, data, w.take_result::<()>(lane, rec)) }
+}
+
+/// Serves a move on the origin's trustee.
+unsafe fn move_shim<T: Send + 'static>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+    // SAFETY: encoded by `migrate` with a `usize`.
+    let to: usize = unsafe { take_value(env as *const Word) };
+    let w = context::current().expect("gossamer: a request served outside a worker");
+    // SAFETY: `prop` is a live origin cell of this trustee (a request names
+    // it), served between closures.
+    let r = match unsafe { start_move(w, prop.cast::<PropertyCell<T>>(), to) } {
+        Ok(()) => Ok(()),
+        Err(why) => Err(Box::new(why) as Box<dyn Any + Send>),
+    };
+    out.put_any::<()>(r);
+}
+
+/// Starts moving the property at `origin` (a cell of this thread) to
+/// `to`: at once if the value is here, by a hand-over if it is elsewhere,
+/// after the current hand-over if one runs (see the module
+/// documentation). `Err` if the value may not be moved now.
+///
+/// # Safety
+/// `origin` must be a live origin cell of this thread, no closure on the
+/// property running.
+unsafe fn start_move<T: Send + 'static>(
+    w: &Worker,
+    origin: *mut PropertyCell<T>,
+    to: usize,
+) -> Result<(), &'static str> {
+    let h = origin.cast::<Header>();
+    // SAFETY: per the contract.
+    match unsafe { property::route(h) } {
+        Route::Draining => {
+            let origin = SendPtr(origin);
+            let later = Box::new(move || {
+                let origin = origin;
+                let w = context::current().expect("gossamer: held request outside its worker");
+                // SAFETY: the origin lives (the hand-over's id), between closures.
+                if let Err(why) = unsafe { start_move(w, origin.0, to) } {
+                    tracing::error!("gossamer: a queued migrate_to failed: {why}");
+                }
+            });
+            // SAFETY: a record of this thread that hands over now.
+            unsafe { property::hold(h, later) };
+            Ok(())
+        }
+        Route::Here => {
+            // SAFETY: as above.
+            unsafe { property::check_reachable(h) }?;
+            if to != w.index {
+                // SAFETY: reachable, here, between closures.
+                let (cell, id) = unsafe { move_value(w, origin) };
+                register_on(w, to, cell);
+                // SAFETY: its value moved out just now; nothing was held.
+                drop(unsafe { property::set_forward(h, to, cell, id) });
+            }
+            Ok(())
+        }
+        Route::Forward(x, _) if x == to => Ok(()),
+        Route::Forward(x, holder) => {
+            // SAFETY: a moved origin of this thread.
+            let before = unsafe { property::forward_of(h) };
+            // SAFETY: as above.
+            unsafe { property::set_draining(h) };
+            // The hand-over keeps the origin alive until it ends.
+            let pin = w.new_id();
+            // SAFETY: as above.
+            unsafe { property::toggle(w, h, pin) };
+            let origin = SendPtr(origin);
+            let done: Then<(usize, u64)> = Box::new(move |w, r| {
+                let origin = origin;
+                let h = origin.0.cast::<Header>();
+                let held = match r {
+                    Ok((addr, id)) => {
+                        let cell = std::ptr::with_exposed_provenance_mut::<Header>(addr);
+                        register_on(w, to, cell);
+                        // SAFETY: the origin lives (the pin); on its trustee;
+                        // the new cell was made by `move_value` for `T`.
+                        unsafe { property::set_forward(h, to, cell, id) }
+                    }
+                    Err(p) => {
+                        // The holder could not hand over (shutdown): the
+                        // value stays where it was.
+                        crate::error::drop_payload(p);
+                        // SAFETY: as above.
+                        unsafe { property::set_forward(h, before.0, before.1, before.2) }
+                    }
+                };
+                for retry in held {
+                    retry();
+                }
+                // SAFETY: as above.
+                unsafe { property::toggle(w, h, pin) };
+            });
+            route(w, x, holder.cast::<PropertyCell<T>>(), HandOver(to), Reply::Then(done), false);
+            Ok(())
+        }
+    }
+}
+
+/// Moves the value of `cell` (here, reachable) into a new cell; returns it
+/// and the trust id it holds for the origin. `cell` is left without a
+/// value: the caller marks or frees it. The origin registers the new cell
+/// (`register_on`), so that the registration comes before anything else
+/// it sends there.
+///
+/// # Safety
+/// `cell` must be a live cell of this thread whose value is reachable, no
+/// closure on it running.
+unsafe fn move_value<T: Send + 'static>(w: &Worker, cell: *mut PropertyCell<T>) -> (*mut Header, u64) {
+    // SAFETY: per the contract; taken once (the caller makes sure nothing
+    // reaches or drops it there again).
+    let value = unsafe { ManuallyDrop::take(&mut *(*cell).value.get()) };
+    let id = w.new_id();
+    (PropertyCell::new_boxed(value, id).cast::<Header>(), id)
+}
+
+/// Registers the fresh cell `new` with trustee `to`, from the origin's
+/// thread: ahead of every request the origin relays there.
+fn register_on(w: &Worker, to: usize, new: *mut Header) {
+    let new = SendPtr(new);
+    w.send(to, move || {
+        let new = new;
+        let w = context::current().expect("gossamer: runtime message outside a worker");
+        // SAFETY: a fresh cell, registered once, on its trustee.
+        unsafe { property::register(w, new.0) }
+    });
+}
