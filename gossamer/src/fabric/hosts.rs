@@ -13,9 +13,9 @@
 //! memory when its receiver worker progresses: each process runs a
 //! receiver thread that progresses its receiver worker, and after it has
 //! handled anything wakes the process's sleeping workers, since the slot
-//! that changed may be theirs. Idle, the receiver thread sleeps on UCX's
-//! wake-up descriptor (the TCP sockets underneath), so that a request
-//! arriving wakes it at once rather than after a polling pause.
+//! that changed may be theirs. Idle, the receiver thread polls with pauses
+//! of 50 µs (or, with `GOSSAMER_UCX_EVENTS=1`, sleeps on UCX's wake-up
+//! descriptor; see `EVENTS_ENV` for why that is not the default).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -28,10 +28,19 @@ use serde::{Deserialize, Serialize};
 use super::ucx::{Context, Endpoint, MemRegion, Put, RemoteKey, Ucx, UcxError, Worker};
 use super::{Fabric, ThreadFabric, Ticket};
 
-/// Set to `0`, the receiver thread polls with pauses when idle instead of
-/// sleeping on UCX's wake-up descriptor (for a transport whose events
-/// misbehave, and to measure the difference).
+/// Set to `1`, the receiver thread sleeps on UCX's wake-up descriptor when
+/// idle instead of polling with pauses of 50 µs. Off by default: measured
+/// with UCX 1.13 over TCP (`scripts/fabric-hosts.sh`), it shortened some
+/// round trips (median 58–70 µs against 124–231 µs) but stalled others for
+/// milliseconds, and made small echoes erratic (64 B: 0.8–15.5 MB/s per
+/// direction against 25–40 MB/s polling), as if the descriptor did not
+/// signal data that a progress call left unread. Kept to measure it on
+/// other transports and versions.
 const EVENTS_ENV: &str = "GOSSAMER_UCX_EVENTS";
+
+fn events_wanted() -> bool {
+    std::env::var(EVENTS_ENV).is_ok_and(|v| v.trim() == "1")
+}
 
 /// The longest the receiver thread sleeps on UCX's wake-up descriptor
 /// before it looks at its stop flag again.
@@ -67,7 +76,7 @@ impl LocalEnd {
     /// variables (`UCX_TLS`, `UCX_NET_DEVICES`, …) apply unchanged.
     pub(crate) fn new(region: (*mut u8, usize)) -> Result<LocalEnd, String> {
         let ucx = Ucx::load().map_err(text)?;
-        let ctx = Context::new(&ucx, None).map_err(text)?;
+        let ctx = Context::new(&ucx, None, events_wanted()).map_err(text)?;
         // SAFETY: the region stays mapped for the life of the process (the
         // runtime that owns it outlives the fabric), and only puts that
         // follow the slot protocol write into it.
@@ -153,10 +162,10 @@ impl Fabric for UcxFabric {
             .name("gossamer-fabric".into())
             .spawn(move || {
                 let mut idle = 0u32;
-                // Whether to sleep on the transports' wake-up descriptor:
-                // if they give none (or GOSSAMER_UCX_EVENTS=0 says not to),
-                // idle polling pauses instead.
-                let mut events = !std::env::var(EVENTS_ENV).is_ok_and(|v| v.trim() == "0");
+                // Whether to sleep on the transports' wake-up descriptor
+                // (GOSSAMER_UCX_EVENTS=1, and the transports give one); if
+                // not, idle polling pauses.
+                let mut events = events_wanted();
                 while !stop.load(Ordering::Relaxed) {
                     if receiver.progress() > 0 {
                         // Drain what arrived, then tell the workers.

@@ -54,15 +54,16 @@ impl Drop for Config<'_> {
 }
 
 impl Context {
-    /// Creates a context with remote memory access (`UCP_FEATURE_RMA`) and
-    /// wake-up events (`UCP_FEATURE_WAKEUP`: a worker can sleep on a file
-    /// descriptor until something arrives, `Worker::wait_for_events`).
+    /// Creates a context with remote memory access (`UCP_FEATURE_RMA`) and,
+    /// if `wakeup`, wake-up events (`UCP_FEATURE_WAKEUP`: a worker can sleep
+    /// on a file descriptor until something arrives,
+    /// `Worker::wait_for_events`).
     ///
     /// The configuration is read from the `UCX_*` environment variables
     /// unchanged, except that `tls`, when given, replaces `UCX_TLS` (the
     /// transports, e.g. `"tcp"`) for this context only, without touching the
     /// process environment.
-    pub(crate) fn new(ucx: &Arc<Ucx>, tls: Option<&str>) -> Result<Context, UcxError> {
+    pub(crate) fn new(ucx: &Arc<Ucx>, tls: Option<&str>, wakeup: bool) -> Result<Context, UcxError> {
         let mut raw_config: *mut ffi::ucp_config_t = ptr::null_mut();
         // SAFETY: NULL prefix and file name select the defaults ("UCX_", no
         // file); UCX writes the new configuration to raw_config.
@@ -82,7 +83,7 @@ impl Context {
             field_mask: ffi::UCP_PARAM_FIELD_FEATURES
                 | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED
                 | ffi::UCP_PARAM_FIELD_NAME,
-            features: ffi::UCP_FEATURE_RMA | ffi::UCP_FEATURE_WAKEUP,
+            features: ffi::UCP_FEATURE_RMA | if wakeup { ffi::UCP_FEATURE_WAKEUP } else { 0 },
             request_size: 0,
             request_init: None,
             request_cleanup: None,

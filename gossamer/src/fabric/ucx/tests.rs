@@ -115,7 +115,7 @@ fn close_all(a: &Worker, b: &Worker, eps: Vec<Endpoint>) {
 
 fn loopback(test: &str, tls: Option<&str>) {
     let Some(ucx) = ucx_or_skip(test) else { return };
-    let ctx = Context::new(&ucx, tls).unwrap();
+    let ctx = Context::new(&ucx, tls, false).unwrap();
     let a = Worker::new(&ctx).unwrap();
     let b = Worker::new(&ctx).unwrap();
     let a_addr = a.address().unwrap();
@@ -257,7 +257,7 @@ fn loopback_default_transports() {
 #[test]
 fn put_to_a_worker_on_another_thread() {
     let Some(ucx) = ucx_or_skip("put_to_a_worker_on_another_thread") else { return };
-    let ctx = Context::new(&ucx, Some("tcp")).unwrap();
+    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
     let target = Arc::new(Target::new(1 << 20));
     let b = Worker::new(&ctx).unwrap(); // created here, moved to the target thread
     let (tx, rx) = mpsc::channel();
@@ -320,7 +320,7 @@ fn put_to_a_worker_on_another_thread() {
 #[test]
 fn lost_peer_is_reported() {
     let Some(ucx) = ucx_or_skip("lost_peer_is_reported") else { return };
-    let ctx = Context::new(&ucx, Some("tcp")).unwrap();
+    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
     let a = Worker::new(&ctx).unwrap();
     let b = Worker::new(&ctx).unwrap();
     let ab = a.connect(&b.address().unwrap()).unwrap();
@@ -364,7 +364,7 @@ fn lost_peer_is_reported() {
 #[test]
 fn dropping_an_unfinished_put_closes_its_endpoint() {
     let Some(ucx) = ucx_or_skip("dropping_an_unfinished_put_closes_its_endpoint") else { return };
-    let ctx = Context::new(&ucx, Some("tcp")).unwrap();
+    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
     let a = Worker::new(&ctx).unwrap();
     let b = Worker::new(&ctx).unwrap();
     let ab = a.connect(&b.address().unwrap()).unwrap();
@@ -449,16 +449,16 @@ fn status_pointers_and_texts() {
 #[test]
 fn bad_arguments_are_errors() {
     let Some(ucx) = ucx_or_skip("bad_arguments_are_errors") else { return };
-    let err = Context::new(&ucx, Some("tc\0p")).err().unwrap();
+    let err = Context::new(&ucx, Some("tc\0p"), false).err().unwrap();
     assert!(matches!(err, UcxError::Misuse(_)), "{err}");
     let _ =
         std::io::stderr().write_all(b"(bad_arguments_are_errors: UCX logs the refusal of transport 'no-such-tl')\n");
-    let err = Context::new(&ucx, Some("no-such-tl")).err().unwrap();
+    let err = Context::new(&ucx, Some("no-such-tl"), false).err().unwrap();
     assert!(
         matches!(&err, UcxError::Call { function: "ucp_init_version", status, text } if *status < 0 && !text.is_empty()),
         "{err}"
     );
-    let ctx = Context::new(&ucx, Some("tcp")).unwrap();
+    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
     let a = Worker::new(&ctx).unwrap();
     let b = Worker::new(&ctx).unwrap();
     assert!(matches!(a.connect(&[]), Err(UcxError::Misuse(_))));
@@ -477,7 +477,7 @@ fn bad_arguments_are_errors() {
 #[test]
 fn handles_outlive_their_worker_and_context() {
     let Some(ucx) = ucx_or_skip("handles_outlive_their_worker_and_context") else { return };
-    let ctx = Context::new(&ucx, Some("tcp")).unwrap();
+    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
     let a = Worker::new(&ctx).unwrap();
     let b = Worker::new(&ctx).unwrap();
     let ab = a.connect(&b.address().unwrap()).unwrap();
