@@ -30,10 +30,10 @@ use super::{Fabric, ThreadFabric, Ticket};
 
 /// Set to `1`, the receiver thread sleeps on UCX's wake-up descriptor when
 /// idle instead of polling with pauses of 50 µs. Off by default: measured
-/// with UCX 1.13 over TCP (`scripts/fabric-hosts.sh`), it shortened some
-/// round trips (median 58–70 µs against 124–231 µs) but stalled others for
-/// milliseconds, and made small echoes erratic (64 B: 0.8–15.5 MB/s per
-/// direction against 25–40 MB/s polling), as if the descriptor did not
+/// with UCX 1.13 over TCP (`scripts/fabric-hosts.sh`), its median round
+/// trips were no shorter than polling's (58–70 µs at 64 B), some stalled
+/// for milliseconds, and small echoes became erratic (64 B: 0.8–15.5 MB/s
+/// per direction against 25–40 MB/s polling), as if the descriptor did not
 /// signal data that a progress call left unread. Kept to measure it on
 /// other transports and versions.
 const EVENTS_ENV: &str = "GOSSAMER_UCX_EVENTS";
