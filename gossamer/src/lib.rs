@@ -113,6 +113,7 @@ pub use trust::{
     block_on, entrust, entrust_on, local_trustee, spawn_with, trustee, ApplyFuture, Delegable, Latch, LatchGuard,
     Transferable, Trust, TrusteeRef,
 };
+pub use trust::{entrust_adaptive, Adaptive, Mode, Policy, Thresholds};
 
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;

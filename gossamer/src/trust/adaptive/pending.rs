@@ -1,0 +1,70 @@
+//! Per-thread counts of delegated requests still outstanding, per adaptive
+//! property: a thread may run a closure in place only when none of its
+//! delegated requests to that property is still outstanding, so that its
+//! requests take effect in the order it issued them.
+//!
+//! Both ends run on the issuing thread: a [`Ticket`] is taken when a
+//! request is delegated and dropped when its answer (or its callback) is
+//! done with on that thread. The count is per thread, which is stricter
+//! than per fiber: per-fiber order follows.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+
+#[derive(Default)]
+struct Counts {
+    /// Outstanding requests of this thread to all adaptive properties.
+    total: u64,
+    by_property: HashMap<usize, u32>,
+}
+
+thread_local! {
+    static PENDING: RefCell<Counts> = RefCell::new(Counts::default());
+}
+
+/// True when the calling thread has a delegated request to the property
+/// `key` outstanding.
+#[inline]
+pub(crate) fn outstanding(key: usize) -> bool {
+    PENDING
+        .try_with(|p| {
+            let p = p.borrow();
+            p.total != 0 && p.by_property.get(&key).is_some_and(|&n| n != 0)
+        })
+        .unwrap_or(false)
+}
+
+/// One outstanding delegated request of this thread to one property; it
+/// is counted until dropped. Not `Send`: it is dropped where it was taken.
+pub(crate) struct Ticket {
+    key: usize,
+    _here: PhantomData<*const ()>,
+}
+
+impl Ticket {
+    pub(crate) fn take(key: usize) -> Ticket {
+        let _ = PENDING.try_with(|p| {
+            let mut p = p.borrow_mut();
+            p.total += 1;
+            *p.by_property.entry(key).or_insert(0) += 1;
+        });
+        Ticket { key, _here: PhantomData }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        // At thread exit the counts may be gone already: nothing to count.
+        let _ = PENDING.try_with(|p| {
+            let mut p = p.borrow_mut();
+            p.total = p.total.saturating_sub(1);
+            if let Some(n) = p.by_property.get_mut(&self.key) {
+                *n -= 1;
+                if *n == 0 {
+                    p.by_property.remove(&self.key);
+                }
+            }
+        });
+    }
+}
