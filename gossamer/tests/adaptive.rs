@@ -26,6 +26,16 @@ fn flipper(a: Adaptive<impl Send + 'static>, stop: Arc<AtomicBool>) -> impl FnOn
     }
 }
 
+/// An increment with a window between its read and its write, so that two
+/// closures running at once on one value would lose an update.
+fn bump(n: &mut u64) {
+    let v = *n;
+    for _ in 0..200 {
+        std::hint::spin_loop();
+    }
+    *n = std::hint::black_box(v) + 1;
+}
+
 /// Thresholds under which every lock window counts as contended: the
 /// property leaves lock mode after each window and tries it again after a
 /// short delegate window, switching all the time through its own
@@ -47,9 +57,9 @@ fn totals_are_exact_while_set_policy_flips_the_mode() {
                 rt.spawn_on((f % 3) as usize, move || {
                     for i in 0..2000u64 {
                         match i % 3 {
-                            0 => c.apply(|n| *n += 1),
-                            1 => c.apply_then(|n| *n += 1, |()| {}),
-                            _ => drop(c.apply_async(|n| *n += 1)),
+                            0 => c.apply(bump),
+                            1 => c.apply_then(bump, |()| {}),
+                            _ => drop(c.apply_async(bump)),
                         }
                         if i % 64 == 0 {
                             gossamer::yield_now();
@@ -87,9 +97,9 @@ fn totals_are_exact_while_contention_switches_the_mode() {
                             Mode::Lock => l.store(true, Ordering::Relaxed),
                         }
                         if i % 2 == 0 {
-                            c.apply(|n| *n += 1);
+                            c.apply(bump);
                         } else {
-                            c.apply_then(|n| *n += 1, |()| {});
+                            c.apply_then(bump, |()| {});
                         }
                     }
                     c.apply(|_| ());
