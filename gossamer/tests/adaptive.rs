@@ -236,8 +236,7 @@ fn each_value_is_dropped_exactly_once_after_its_last_handle() {
         const PROPS: usize = 40;
         let props: Vec<_> = (0..PROPS).map(|i| rt.trustee(i % 3).entrust_adaptive(Counted(0))).collect();
         let stop = Arc::new(AtomicBool::new(false));
-        let flips: Vec<_> =
-            props.iter().step_by(4).map(|p| rt.spawn_on(1, flipper(p.clone(), stop.clone()))).collect();
+        let flips: Vec<_> = props.iter().step_by(4).map(|p| rt.spawn_on(1, flipper(p.clone(), stop.clone()))).collect();
         let clients: Vec<_> = (0..6usize)
             .map(|f| {
                 let mine: Vec<_> = props.iter().cloned().collect();

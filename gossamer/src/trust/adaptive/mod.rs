@@ -60,7 +60,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::future::{self, ApplyFuture};
-use super::{Delegable, PlainThen, ThenKind, Transferable, TryThen, Trust, TrusteeRef};
+use super::{Delegable, PlainThen, ThenKind, Transferable, Trust, TrusteeRef, TryThen};
 use crate::error::Panicked;
 use crate::fiber;
 use crate::runtime::context;
