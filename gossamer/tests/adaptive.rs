@@ -315,7 +315,29 @@ fn futures_and_outside_threads_reach_the_property_in_every_mode() {
                 c2.apply(|v| *v += 1);
             });
         }
-        assert_eq!(c.mode(), Mode::Delegate, "the adaptive policy measures from the mode it found");
         assert_eq!(gossamer::block_on(c.apply_async(|v| *v)), 9);
+    });
+}
+
+#[test]
+fn the_profile_shows_each_adaptive_trusts_mode() {
+    within(60, || {
+        let rt = rt(2);
+        let a = rt.trustee(1).entrust_adaptive(0u64);
+        let plain = rt.trustee(1).entrust(0u64);
+        rt.profile(gossamer::profile::Target::All);
+        a.set_policy(Policy::Delegate);
+        let (a2, p2) = (a.clone(), plain.clone());
+        rt.block_on(move || {
+            a2.apply(|v| *v += 1);
+            p2.apply(|v| *v += 1);
+        });
+        let p = rt.profile_snapshot();
+        assert_eq!(p.trust(a.profile_id()).expect("profiled").mode, Some("delegate"), "{p}");
+        assert_eq!(p.trust(plain.profile_id()).expect("profiled").mode, None, "{p}");
+        assert!(p.to_string().contains("delegate"), "{p}");
+        a.set_policy(Policy::Lock);
+        let p = rt.profile_snapshot();
+        assert_eq!(p.trust(a.profile_id()).expect("profiled").mode, Some("lock"), "{p}");
     });
 }

@@ -53,6 +53,7 @@ mod gate;
 #[cfg(all(test, loom))]
 mod loom_model;
 mod pending;
+mod registry;
 mod slot;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -124,7 +125,7 @@ impl TrusteeRef {
     /// As [`entrust`](TrusteeRef::entrust).
     pub fn entrust_adaptive<T: Send + 'static>(&self, value: T) -> Adaptive<T> {
         let slot = Arc::new(Slot::new(value));
-        Adaptive { trust: self.entrust(Owner(slot.clone())), slot }
+        Adaptive::made(self.entrust(Owner(slot.clone())), slot)
     }
 }
 
@@ -135,7 +136,7 @@ impl TrusteeRef {
 /// Outside the runtime's threads.
 pub fn entrust_adaptive<T: Send + 'static>(value: T) -> Adaptive<T> {
     let slot = Arc::new(Slot::new(value));
-    Adaptive { trust: super::entrust(Owner(slot.clone())), slot }
+    Adaptive::made(super::entrust(Owner(slot.clone())), slot)
 }
 
 /// Serves one delegated closure on the trustee, under the lock.
@@ -145,6 +146,12 @@ fn serve<T, F: FnOnce(&mut T) -> U, U>(owner: &mut Owner<T>, f: F) -> U {
 }
 
 impl<T: Send + 'static> Adaptive<T> {
+    /// The first handle to a new adaptive property, known to the profile.
+    fn made(trust: Trust<Owner<T>>, slot: Arc<Slot<T>>) -> Self {
+        registry::register(trust.profile_id().0 as usize, &slot);
+        Adaptive { trust, slot }
+    }
+
     fn key(&self) -> usize {
         Arc::as_ptr(&self.slot) as usize
     }
@@ -201,6 +208,9 @@ impl<T: Send + 'static> Adaptive<T> {
     {
         if let Some(w) = self.in_place_here() {
             w.check_may_block();
+            // A fiber whose calls all run in place never suspends: now and
+            // then, let the worker's other fibers and trustee duties run.
+            w.local_turn();
             let u = {
                 let mut held = Held::in_place(&self.slot);
                 let _g = w.enter_delegated();
