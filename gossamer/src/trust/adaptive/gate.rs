@@ -60,6 +60,9 @@ const HELD: u32 = 1;
 
 const MODE_DELEGATE: u32 = 0;
 const MODE_LOCK: u32 = 1;
+/// The value is gone (dropped by its owner, at the latest at shutdown):
+/// callers delegate, and one that took the lock in place refuses.
+const MODE_RETIRED: u32 = 2;
 
 const POLICY_DELEGATE: u32 = 0;
 const POLICY_ADAPTIVE: u32 = 1;
@@ -69,21 +72,24 @@ const POLICY_LOCK: u32 = 2;
 /// closure that never blocks, usually for well under a microsecond.
 const SPINS: u32 = 64;
 
-/// Lock, mode, policy and statistics of one adaptive property.
+/// Lock, mode, policy and statistics of one adaptive property. The fields
+/// every call touches come first (`repr(C)`), so that they share a cache
+/// line with the value that precedes the gate in its slot.
+#[repr(C)]
 pub(crate) struct Gate {
     lock: AtomicU32,
     mode: AtomicU32,
-    policy: AtomicU32,
     // Statistics and thresholds: written by the lock holder only
-    // (`set_thresholds` too takes the lock).
+    // (`set_policy` and `set_thresholds` too take the lock).
     ops: AtomicU32,
+    lock_window: AtomicU32,
     contended: AtomicU32,
+    policy: AtomicU32,
     served: AtomicU32,
     delegate_window: AtomicU32,
     /// 1 while a lock window follows a delegate window (a trial).
     trial: AtomicU32,
     contended_percent: AtomicU32,
-    lock_window: AtomicU32,
     delegate_window_min: AtomicU32,
     delegate_window_max: AtomicU32,
 }
@@ -119,8 +125,23 @@ impl Gate {
         }
     }
 
+    /// Switches the mode, unless the value is gone (a switch without the
+    /// lock, by `note_slow_trustee`, may race with `retire`: it loses).
     fn set_mode(&self, m: Mode) {
-        self.mode.store(if m == Mode::Lock { MODE_LOCK } else { MODE_DELEGATE }, Ordering::Relaxed);
+        let new = if m == Mode::Lock { MODE_LOCK } else { MODE_DELEGATE };
+        let _ =
+            self.mode.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| (old != MODE_RETIRED).then_some(new));
+    }
+
+    /// Marks the value as gone. Only while holding the lock, and for good.
+    pub(crate) fn retire(&self) {
+        self.mode.store(MODE_RETIRED, Ordering::Relaxed);
+    }
+
+    /// Whether the value is gone. Exact while holding the lock.
+    #[inline]
+    pub(crate) fn retired(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) == MODE_RETIRED
     }
 
     pub(crate) fn policy(&self) -> Policy {

@@ -69,7 +69,7 @@ use crate::runtime::worker::{Call, Worker};
 
 pub use gate::{Mode, Policy, Thresholds};
 use pending::Ticket;
-use slot::{Held, Owner, Slot};
+use slot::{Held, Node, Owner};
 
 /// A wait for the trustee longer than this means its thread is not
 /// running (a served request takes microseconds).
@@ -111,9 +111,8 @@ const SLOW_TRUSTEE: Duration = Duration::from_millis(1);
 /// });
 /// # Ok::<(), gossamer::Error>(())
 /// ```
-pub struct Adaptive<T> {
-    trust: Trust<Owner<T>>,
-    slot: Arc<Slot<T>>,
+pub struct Adaptive<T: Send + 'static> {
+    node: Arc<Node<T>>,
 }
 
 impl TrusteeRef {
@@ -124,8 +123,7 @@ impl TrusteeRef {
     /// # Panics
     /// As [`entrust`](TrusteeRef::entrust).
     pub fn entrust_adaptive<T: Send + 'static>(&self, value: T) -> Adaptive<T> {
-        let slot = Arc::new(Slot::new(value));
-        Adaptive::made(self.entrust(Owner(slot.clone())), slot)
+        Adaptive::made(Node::make(value, |o| self.entrust(o)))
     }
 }
 
@@ -135,25 +133,29 @@ impl TrusteeRef {
 /// # Panics
 /// Outside the runtime's threads.
 pub fn entrust_adaptive<T: Send + 'static>(value: T) -> Adaptive<T> {
-    let slot = Arc::new(Slot::new(value));
-    Adaptive::made(super::entrust(Owner(slot.clone())), slot)
+    Adaptive::made(Node::make(value, super::entrust))
 }
 
 /// Serves one delegated closure on the trustee, under the lock.
 fn serve<T, F: FnOnce(&mut T) -> U, U>(owner: &mut Owner<T>, f: F) -> U {
-    let mut held = Held::serving(&owner.0);
+    let mut held = Held::serving(&owner.0.slot);
     f(held.value())
 }
 
 impl<T: Send + 'static> Adaptive<T> {
     /// The first handle to a new adaptive property, known to the profile.
-    fn made(trust: Trust<Owner<T>>, slot: Arc<Slot<T>>) -> Self {
-        registry::register(trust.profile_id().0 as usize, &slot);
-        Adaptive { trust, slot }
+    fn made(node: Arc<Node<T>>) -> Self {
+        registry::register(node.trust().profile_id().0 as usize, &node);
+        Adaptive { node }
+    }
+
+    #[inline]
+    fn trust(&self) -> &Trust<Owner<T>> {
+        self.node.trust()
     }
 
     fn key(&self) -> usize {
-        Arc::as_ptr(&self.slot) as usize
+        Arc::as_ptr(&self.node) as usize
     }
 
     /// The worker on which the calling thread may run a closure in place
@@ -163,15 +165,13 @@ impl<T: Send + 'static> Adaptive<T> {
     /// call delegates).
     #[inline]
     fn in_place_here(&self) -> Option<&'static Worker> {
-        if self.slot.gate.mode() != Mode::Lock {
+        if self.node.slot.gate.mode() != Mode::Lock {
             return None;
         }
         let w = context::current()?;
-        let t = self.trust.trustee as usize;
-        if w.shared.id != self.trust.runtime
-            || !w.shared.is_local(t)
-            || w.shared.crosses(Some(w.index), t)
-            || w.must_defer()
+        let trust = self.trust();
+        let t = trust.trustee as usize;
+        if w.shared.id != trust.runtime || !w.shared.is_local(t) || w.shared.crosses(Some(w.index), t) || w.must_defer()
         {
             return None;
         }
@@ -181,7 +181,7 @@ impl<T: Send + 'static> Adaptive<T> {
             }
             // Let the worker take in the answers; they arrive in order.
             w.yield_now();
-            if self.slot.gate.mode() != Mode::Lock || w.must_defer() {
+            if self.node.slot.gate.mode() != Mode::Lock || w.must_defer() {
                 return None;
             }
         }
@@ -191,7 +191,7 @@ impl<T: Send + 'static> Adaptive<T> {
     /// Whether the calling thread counts its delegated requests (a worker
     /// of this runtime: callers elsewhere never run in place).
     fn ticket(&self) -> Option<Ticket> {
-        context::current().filter(|w| w.shared.id == self.trust.runtime).map(|_| Ticket::take(self.key()))
+        context::current().filter(|w| w.shared.id == self.trust().runtime).map(|_| Ticket::take(self.key()))
     }
 
     /// Runs `f` on the property, exclusively, and waits for its result, as
@@ -212,7 +212,7 @@ impl<T: Send + 'static> Adaptive<T> {
             // then, let the worker's other fibers and trustee duties run.
             w.local_turn();
             let u = {
-                let mut held = Held::in_place(&self.slot);
+                let mut held = Held::in_place(&self.node.slot);
                 let _g = w.enter_delegated();
                 f(held.value())
             };
@@ -220,11 +220,11 @@ impl<T: Send + 'static> Adaptive<T> {
             return u;
         }
         let ticket = self.ticket();
-        let adaptive = self.slot.gate.policy() == Policy::Adaptive;
+        let adaptive = self.node.slot.gate.policy() == Policy::Adaptive;
         let start = adaptive.then(Instant::now);
-        let u = self.trust.apply_as(move |o: &mut Owner<T>| serve(o, f), Call::User("apply"));
+        let u = self.trust().apply_as(move |o: &mut Owner<T>| serve(o, f), Call::User("apply"));
         if start.is_some_and(|s| s.elapsed() > SLOW_TRUSTEE) {
-            self.slot.gate.note_slow_trustee();
+            self.node.slot.gate.note_slow_trustee();
         }
         drop(ticket);
         u
@@ -264,7 +264,7 @@ impl<T: Send + 'static> Adaptive<T> {
     {
         if let Some(w) = self.in_place_here() {
             let r = {
-                let mut held = Held::in_place(&self.slot);
+                let mut held = Held::in_place(&self.node.slot);
                 let _g = w.enter_delegated();
                 catch_unwind(AssertUnwindSafe(|| f(held.value())))
             };
@@ -279,12 +279,12 @@ impl<T: Send + 'static> Adaptive<T> {
             return;
         }
         match self.ticket() {
-            Some(ticket) => self.trust.then_impl::<_, U, _, K>(
+            Some(ticket) => self.trust().then_impl::<_, U, _, K>(
                 move |o: &mut Owner<T>| serve(o, f),
                 Counted { ticket, then },
                 Call::User(call),
             ),
-            None => self.trust.then_impl::<_, U, G, K>(move |o: &mut Owner<T>| serve(o, f), then, Call::User(call)),
+            None => self.trust().then_impl::<_, U, G, K>(move |o: &mut Owner<T>| serve(o, f), then, Call::User(call)),
         }
     }
 
@@ -298,24 +298,24 @@ impl<T: Send + 'static> Adaptive<T> {
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
         match context::current() {
-            Some(w) if w.shared.id == self.trust.runtime => {
+            Some(w) if w.shared.id == self.trust().runtime => {
                 let done = Arc::new(future::Done::new());
                 let d = done.clone();
                 self.try_apply_then(f, move |r: Result<U, Panicked>| d.complete(Some(r.map_err(Panicked::into_panic))));
                 ApplyFuture::from_done(done)
             }
-            _ => self.trust.submit_outside(move |o: &mut Owner<T>| serve(o, f)),
+            _ => self.trust().submit_outside(move |o: &mut Owner<T>| serve(o, f)),
         }
     }
 
     /// The current mode: who runs closures now.
     pub fn mode(&self) -> Mode {
-        self.slot.gate.mode()
+        self.node.slot.gate.mode()
     }
 
     /// The policy in force.
     pub fn policy(&self) -> Policy {
-        self.slot.gate.policy()
+        self.node.slot.gate.policy()
     }
 
     /// Sets the policy of the property (every handle to it), at once and
@@ -324,33 +324,33 @@ impl<T: Send + 'static> Adaptive<T> {
     /// Callers that read the old mode finish under the lock as before (see
     /// the switch protocol); order and exclusive access hold throughout.
     pub fn set_policy(&self, p: Policy) {
-        self.slot.gate.set_policy(p);
+        self.node.slot.gate.set_policy(p);
     }
 
     /// The thresholds of [`Policy::Adaptive`] for this property.
     pub fn thresholds(&self) -> Thresholds {
-        self.slot.gate.thresholds()
+        self.node.slot.gate.thresholds()
     }
 
     /// Sets the thresholds of [`Policy::Adaptive`] for this property.
     pub fn set_thresholds(&self, t: Thresholds) {
-        self.slot.gate.set_thresholds(t);
+        self.node.slot.gate.set_thresholds(t);
     }
 
     /// The trustee that serves delegated requests and drops the value.
     pub fn trustee(&self) -> TrusteeRef {
-        self.trust.trustee()
+        self.trust().trustee()
     }
 
     /// True when the calling thread is the property's trustee.
     pub fn is_local(&self) -> bool {
-        self.trust.is_local()
+        self.trust().is_local()
     }
 
     /// The id under which profiles name this property's delegated
     /// requests.
     pub fn profile_id(&self) -> crate::profile::TrustId {
-        self.trust.profile_id()
+        self.trust().profile_id()
     }
 }
 
@@ -378,13 +378,21 @@ impl<U, G: FnOnce(Result<U, Panicked>)> ThenKind<U, Counted<G>> for TryThen {
 }
 
 impl<T: Send + 'static> Clone for Adaptive<T> {
+    /// Another handle to the same property (not a copy of the value).
     fn clone(&self) -> Self {
-        Adaptive { trust: self.trust.clone(), slot: self.slot.clone() }
+        self.node.add_handle();
+        Adaptive { node: self.node.clone() }
     }
 }
 
-impl<T> std::fmt::Debug for Adaptive<T> {
+impl<T: Send + 'static> Drop for Adaptive<T> {
+    fn drop(&mut self) {
+        self.node.drop_handle();
+    }
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Adaptive<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Adaptive").field("trust", &self.trust).field("mode", &self.slot.gate.mode()).finish()
+        f.debug_struct("Adaptive").field("trust", self.trust()).field("mode", &self.node.slot.gate.mode()).finish()
     }
 }

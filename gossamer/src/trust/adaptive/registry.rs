@@ -7,16 +7,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::gate::{Gate, Mode};
-use super::slot::Slot;
+use super::slot::Node;
 
 /// A slot of any value type, seen through its gate.
 trait Gated: Send + Sync {
     fn gate(&self) -> &Gate;
 }
 
-impl<T: Send> Gated for Slot<T> {
+impl<T: Send + 'static> Gated for Node<T> {
     fn gate(&self) -> &Gate {
-        &self.gate
+        &self.slot.gate
     }
 }
 
@@ -31,7 +31,7 @@ struct Registry {
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
 /// Records the adaptive property whose profile key is `key`.
-pub(crate) fn register<T: Send + 'static>(key: usize, slot: &Arc<Slot<T>>) {
+pub(crate) fn register<T: Send + 'static>(key: usize, slot: &Arc<Node<T>>) {
     let weak: Weak<dyn Gated> = Arc::downgrade(slot) as Weak<dyn Gated>;
     let mut r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
     let r = r.get_or_insert_with(|| {
