@@ -1,12 +1,30 @@
 //! The gate of an adaptive property: the per-property lock, the mode word
 //! that routes callers (in place or delegated), the policy, and the
-//! contention statistics from which an adaptive gate picks its mode.
+//! measurements from which an adaptive gate picks its mode.
 //!
 //! Every access to the value holds the lock, whoever makes it: a caller in
 //! place or the trustee serving a delegated request. The mode word only
 //! decides who takes the lock; it is a hint that may be stale, never what
-//! makes access exclusive. The statistics are written only by the lock
+//! makes access exclusive. The measurements are written only by the lock
 //! holder, with plain loads and stores.
+//!
+//! **How the adaptive policy decides.** Each mode measures the property's
+//! throughput over its windows: in lock mode the callers in place, over
+//! `lock_window` calls (and the share of them that found the lock held);
+//! in delegate mode the trustee, over the requests it serves. Contention
+//! in lock mode (a share of contended calls at or above the threshold) is
+//! what makes the property consider delegation: it switches when
+//! delegation was measured faster than the lock by a margin, or when it
+//! has never been measured, and otherwise stays, trying delegation again
+//! after a number of contended windows that doubles each time the trial
+//! loses. In delegate mode, the lock's last rate is compared at the end of
+//! each window: the property goes back to lock mode as soon as the lock
+//! was about as fast, and in any case every few windows to measure it
+//! again. Ties go to the lock, which is faster for an uncontended caller
+//! and does not depend on the trustee's thread being scheduled.
+
+use std::sync::OnceLock;
+use std::time::Instant;
 
 use crate::sync::{AtomicU32, Ordering};
 
@@ -25,7 +43,7 @@ pub enum Mode {
 pub enum Policy {
     /// Always delegate.
     Delegate,
-    /// Measure contention and switch between the two modes (the default).
+    /// Measure and switch between the two modes (the default).
     Adaptive,
     /// Always run in place under the lock (within the trustee's process).
     Lock,
@@ -35,23 +53,23 @@ pub enum Policy {
 /// [`Adaptive::set_thresholds`](crate::Adaptive::set_thresholds).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Thresholds {
-    /// In lock mode, the share of callers (percent) that found the lock
-    /// held, over one window, above which the property switches to
+    /// In lock mode, the share of calls (percent) that found the lock
+    /// held, over one window, at or above which the property considers
     /// delegation.
     pub contended_percent: u32,
     /// Calls in lock mode per measurement window.
     pub lock_window: u32,
-    /// Requests served by delegation before the property tries lock mode
-    /// again; doubled (up to `delegate_window_max`) each time the trial
-    /// finds contention at once, reset when it finds none.
+    /// Requests served per measurement window in delegate mode, at first;
+    /// the window doubles (up to `delegate_window_max`) while delegation
+    /// stays the faster mode.
     pub delegate_window_min: u32,
-    /// The most requests served between two trials of lock mode.
+    /// The longest delegate window.
     pub delegate_window_max: u32,
 }
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Thresholds { contended_percent: 40, lock_window: 512, delegate_window_min: 4096, delegate_window_max: 1 << 20 }
+        Thresholds { contended_percent: 20, lock_window: 4096, delegate_window_min: 4096, delegate_window_max: 1 << 16 }
     }
 }
 
@@ -72,14 +90,36 @@ const POLICY_LOCK: u32 = 2;
 /// closure that never blocks, usually for well under a microsecond.
 const SPINS: u32 = 64;
 
-/// Lock, mode, policy and statistics of one adaptive property. The fields
-/// every call touches come first (`repr(C)`), so that they share a cache
-/// line with the value that precedes the gate in its slot.
+/// Delegation must beat the lock's rate by this many percent to win.
+const DELEGATE_MARGIN: u64 = 110;
+/// The lock wins back at this share (percent) of delegation's rate.
+const LOCK_MARGIN: u64 = 95;
+/// Delegate windows won by delegation before the lock is measured again.
+const STALE_WINDOWS: u32 = 4;
+/// The most contended lock windows between two trials of delegation.
+const MAX_EXPLORE: u32 = 64;
+
+/// Microseconds since the first measurement of the process (wraps after
+/// 71 minutes; only differences over one window are used).
+fn now_us() -> u32 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u32
+}
+
+/// Calls per second over a window of `ops` calls that began at `start`.
+fn rate(ops: u32, start: u32) -> u32 {
+    let us = now_us().wrapping_sub(start).max(1) as u64;
+    (ops as u64 * 1_000_000 / us).clamp(1, u32::MAX as u64) as u32
+}
+
+/// Lock, mode, policy and measurements of one adaptive property. The
+/// fields every call touches come first (`repr(C)`), so that they share a
+/// cache line with the value that precedes the gate in its slot.
 #[repr(C)]
 pub(crate) struct Gate {
     lock: AtomicU32,
     mode: AtomicU32,
-    // Statistics and thresholds: written by the lock holder only
+    // Measurements and thresholds: written by the lock holder only
     // (`set_policy` and `set_thresholds` too take the lock).
     ops: AtomicU32,
     lock_window: AtomicU32,
@@ -87,8 +127,17 @@ pub(crate) struct Gate {
     policy: AtomicU32,
     served: AtomicU32,
     delegate_window: AtomicU32,
-    /// 1 while a lock window follows a delegate window (a trial).
-    trial: AtomicU32,
+    /// When the current window began (`now_us`).
+    window_start: AtomicU32,
+    /// The last measured rates (calls per second; 0: never measured).
+    lock_rate: AtomicU32,
+    delegate_rate: AtomicU32,
+    /// Contended lock windows since delegation last lost, and how many
+    /// of them make the next trial.
+    explore: AtomicU32,
+    explore_every: AtomicU32,
+    /// Delegate windows won by delegation since the lock was measured.
+    stale: AtomicU32,
     contended_percent: AtomicU32,
     delegate_window_min: AtomicU32,
     delegate_window_max: AtomicU32,
@@ -102,14 +151,19 @@ impl Gate {
         Gate {
             lock: AtomicU32::new(FREE),
             mode: AtomicU32::new(MODE_LOCK),
-            policy: AtomicU32::new(POLICY_ADAPTIVE),
             ops: AtomicU32::new(0),
+            lock_window: AtomicU32::new(t.lock_window),
             contended: AtomicU32::new(0),
+            policy: AtomicU32::new(POLICY_ADAPTIVE),
             served: AtomicU32::new(0),
             delegate_window: AtomicU32::new(t.delegate_window_min),
-            trial: AtomicU32::new(0),
+            window_start: AtomicU32::new(now_us()),
+            lock_rate: AtomicU32::new(0),
+            delegate_rate: AtomicU32::new(0),
+            explore: AtomicU32::new(0),
+            explore_every: AtomicU32::new(1),
+            stale: AtomicU32::new(0),
             contended_percent: AtomicU32::new(t.contended_percent),
-            lock_window: AtomicU32::new(t.lock_window),
             delegate_window_min: AtomicU32::new(t.delegate_window_min),
             delegate_window_max: AtomicU32::new(t.delegate_window_max),
         }
@@ -127,6 +181,7 @@ impl Gate {
 
     /// Switches the mode, unless the value is gone (a switch without the
     /// lock, by `note_slow_trustee`, may race with `retire`: it loses).
+    /// A switch starts a fresh window.
     fn set_mode(&self, m: Mode) {
         let new = if m == Mode::Lock { MODE_LOCK } else { MODE_DELEGATE };
         let _ =
@@ -153,7 +208,7 @@ impl Gate {
     }
 
     /// Sets the policy; a fixed policy fixes the mode at once, the adaptive
-    /// one starts a fresh measurement in the current mode.
+    /// one measures afresh from the current mode.
     pub(crate) fn set_policy(&self, p: Policy) {
         self.lock();
         let (code, mode) = match p {
@@ -165,9 +220,25 @@ impl Gate {
         if let Some(m) = mode {
             self.set_mode(m);
         }
-        self.reset_window();
-        self.served.store(0, Ordering::Relaxed);
+        self.forget();
         self.unlock();
+    }
+
+    /// Drops every measurement and starts a fresh window. Holder only.
+    fn forget(&self) {
+        for a in [&self.lock_rate, &self.delegate_rate, &self.explore, &self.stale] {
+            a.store(0, Ordering::Relaxed);
+        }
+        self.explore_every.store(1, Ordering::Relaxed);
+        self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.new_window();
+    }
+
+    fn new_window(&self) {
+        self.ops.store(0, Ordering::Relaxed);
+        self.contended.store(0, Ordering::Relaxed);
+        self.served.store(0, Ordering::Relaxed);
+        self.window_start.store(now_us(), Ordering::Relaxed);
     }
 
     pub(crate) fn thresholds(&self) -> Thresholds {
@@ -186,8 +257,7 @@ impl Gate {
         let min = t.delegate_window_min.max(1);
         self.delegate_window_min.store(min, Ordering::Relaxed);
         self.delegate_window_max.store(t.delegate_window_max.max(min), Ordering::Relaxed);
-        self.delegate_window.store(min, Ordering::Relaxed);
-        self.reset_window();
+        self.forget();
         self.unlock();
     }
 
@@ -217,15 +287,8 @@ impl Gate {
         self.lock.store(FREE, Ordering::Release);
     }
 
-    fn reset_window(&self) {
-        self.ops.store(0, Ordering::Relaxed);
-        self.contended.store(0, Ordering::Relaxed);
-    }
-
     /// Counts one call run in place (`contended`: it found the lock held)
-    /// and, under the adaptive policy, closes the window when it is full:
-    /// too many contended calls switch the property to delegation. Only
-    /// while holding the lock.
+    /// and closes the window when it is full. Only while holding the lock.
     #[inline]
     pub(crate) fn note_in_place(&self, contended: bool) {
         let ops = self.ops.load(Ordering::Relaxed) + 1;
@@ -241,35 +304,41 @@ impl Gate {
 
     #[cold]
     fn close_lock_window(&self, ops: u32) {
+        let r = rate(ops, self.window_start.load(Ordering::Relaxed));
         let c = self.contended.load(Ordering::Relaxed) as u64;
-        self.reset_window();
+        self.new_window();
         if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE || self.mode() != Mode::Lock {
             return;
         }
+        self.lock_rate.store(r, Ordering::Relaxed);
         let busy = c * 100 >= ops as u64 * self.contended_percent.load(Ordering::Relaxed) as u64;
-        let trial = self.trial.load(Ordering::Relaxed) == 1;
-        self.trial.store(0, Ordering::Relaxed);
-        let min = self.delegate_window_min.load(Ordering::Relaxed);
-        if busy {
-            // A trial that met contention at once waits twice as long
-            // before the next one.
-            if trial {
-                let w = self.delegate_window.load(Ordering::Relaxed);
-                let max = self.delegate_window_max.load(Ordering::Relaxed);
-                self.delegate_window.store(w.saturating_mul(2).min(max), Ordering::Relaxed);
-            } else {
-                self.delegate_window.store(min, Ordering::Relaxed);
-            }
-            self.served.store(0, Ordering::Relaxed);
-            self.set_mode(Mode::Delegate);
-        } else {
-            self.delegate_window.store(min, Ordering::Relaxed);
+        if !busy {
+            self.explore.store(0, Ordering::Relaxed);
+            return;
         }
+        let d = self.delegate_rate.load(Ordering::Relaxed) as u64;
+        let explore = self.explore.load(Ordering::Relaxed) + 1;
+        let every = self.explore_every.load(Ordering::Relaxed);
+        if d == 0 || d * 100 > r as u64 * DELEGATE_MARGIN {
+            // Delegation is unknown, or was faster: switch.
+            self.explore.store(0, Ordering::Relaxed);
+            self.explore_every.store(1, Ordering::Relaxed);
+        } else if explore >= every {
+            // The lock was faster; try delegation again now and then,
+            // less often each time it loses.
+            self.explore.store(0, Ordering::Relaxed);
+            self.explore_every.store((every * 2).min(MAX_EXPLORE), Ordering::Relaxed);
+        } else {
+            self.explore.store(explore, Ordering::Relaxed);
+            return;
+        }
+        self.stale.store(0, Ordering::Relaxed);
+        self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
+        self.set_mode(Mode::Delegate);
     }
 
-    /// Counts one request served by the trustee and, under the adaptive
-    /// policy in delegate mode, starts a trial of lock mode once the
-    /// delegate window is full. Only while holding the lock.
+    /// Counts one request served by the trustee and closes the delegate
+    /// window when it is full. Only while holding the lock.
     #[inline]
     pub(crate) fn note_served(&self) {
         if self.mode.load(Ordering::Relaxed) != MODE_DELEGATE {
@@ -278,17 +347,29 @@ impl Gate {
         let n = self.served.load(Ordering::Relaxed) + 1;
         self.served.store(n, Ordering::Relaxed);
         if n >= self.delegate_window.load(Ordering::Relaxed) {
-            self.start_trial();
+            self.close_delegate_window(n);
         }
     }
 
     #[cold]
-    fn start_trial(&self) {
-        self.served.store(0, Ordering::Relaxed);
-        if self.policy.load(Ordering::Relaxed) == POLICY_ADAPTIVE {
-            self.trial.store(1, Ordering::Relaxed);
-            self.reset_window();
+    fn close_delegate_window(&self, served: u32) {
+        let r = rate(served, self.window_start.load(Ordering::Relaxed));
+        self.new_window();
+        if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE {
+            return;
+        }
+        self.delegate_rate.store(r, Ordering::Relaxed);
+        let l = self.lock_rate.load(Ordering::Relaxed) as u64;
+        let stale = self.stale.load(Ordering::Relaxed) + 1;
+        if l * 100 >= r as u64 * LOCK_MARGIN || stale >= STALE_WINDOWS {
+            // The lock was about as fast, or is to be measured again.
+            self.stale.store(0, Ordering::Relaxed);
             self.set_mode(Mode::Lock);
+        } else {
+            self.stale.store(stale, Ordering::Relaxed);
+            let w = self.delegate_window.load(Ordering::Relaxed);
+            let max = self.delegate_window_max.load(Ordering::Relaxed);
+            self.delegate_window.store(w.saturating_mul(2).min(max), Ordering::Relaxed);
         }
     }
 
