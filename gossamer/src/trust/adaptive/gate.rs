@@ -23,7 +23,9 @@
 //! again. Ties go to the lock, which is faster for an uncontended caller
 //! and does not depend on the trustee's thread being scheduled.
 
+#[cfg(not(loom))]
 use std::sync::OnceLock;
+#[cfg(not(loom))]
 use std::time::Instant;
 
 use crate::sync::{AtomicU32, Ordering};
@@ -88,7 +90,12 @@ const POLICY_LOCK: u32 = 2;
 
 /// Spins before a waiter gives up its time slice: the holder runs a
 /// closure that never blocks, usually for well under a microsecond.
+#[cfg(not(loom))]
 const SPINS: u32 = 64;
+/// Under the model checker every failed attempt yields, so that the model
+/// lets the holder run.
+#[cfg(loom)]
+const SPINS: u32 = 0;
 
 /// Delegation must beat the lock's rate by this many percent to win.
 const DELEGATE_MARGIN: u64 = 110;
@@ -101,9 +108,17 @@ const MAX_EXPLORE: u32 = 64;
 
 /// Microseconds since the first measurement of the process (wraps after
 /// 71 minutes; only differences over one window are used).
+#[cfg(not(loom))]
 fn now_us() -> u32 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u32
+}
+
+/// The model checker needs every execution to be a function of the
+/// interleaving alone: time stands still (rates then follow the counts).
+#[cfg(loom)]
+fn now_us() -> u32 {
+    0
 }
 
 /// Calls per second over a window of `ops` calls that began at `start`.

@@ -200,6 +200,7 @@ impl<T: Send + 'static> Adaptive<T> {
     /// # Panics
     /// As [`Trust::apply`] (a blocking call in delegated context, a panic
     /// in `f`).
+    #[inline]
     pub fn apply<F, U>(&self, f: F) -> U
     where
         F: FnOnce(&mut T) -> U,
@@ -233,6 +234,7 @@ impl<T: Send + 'static> Adaptive<T> {
     /// Runs `f` on the property without waiting, then `then` with its
     /// result on this thread, as [`Trust::apply_then`] does (in place, both
     /// run at once). Allowed in delegated context, where it delegates.
+    #[inline]
     pub fn apply_then<F, U, G>(&self, f: F, then: G)
     where
         F: FnOnce(&mut T) -> U,
@@ -255,6 +257,7 @@ impl<T: Send + 'static> Adaptive<T> {
         self.then_impl::<F, U, G, TryThen>(f, then, "try_apply_then")
     }
 
+    #[inline]
     fn then_impl<F, U, G, K>(&self, f: F, then: G, call: &'static str)
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
@@ -268,11 +271,9 @@ impl<T: Send + 'static> Adaptive<T> {
                 let _g = w.enter_delegated();
                 catch_unwind(AssertUnwindSafe(|| f(held.value())))
             };
-            let p = {
-                let _g = w.enter_delegated();
-                K::run(then, r)
-            };
-            if let Some((what, p)) = p {
+            // As on the local shortcut of a `Trust`: the callback runs at
+            // once, after the closure, the lock released.
+            if let Some((what, p)) = K::run(then, r) {
                 w.report_panic(what, p);
             }
             w.run_deferred();

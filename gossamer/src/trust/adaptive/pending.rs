@@ -8,31 +8,24 @@
 //! done with on that thread. The count is per thread, which is stricter
 //! than per fiber: per-fiber order follows.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
-#[derive(Default)]
-struct Counts {
-    /// Outstanding requests of this thread to all adaptive properties.
-    total: u64,
-    by_property: HashMap<usize, u32>,
-}
-
 thread_local! {
-    static PENDING: RefCell<Counts> = RefCell::new(Counts::default());
+    /// Outstanding requests of this thread to all adaptive properties: the
+    /// common case, none, costs one thread-local load.
+    static TOTAL: Cell<u64> = const { Cell::new(0) };
+    /// The same, per property.
+    static PENDING: RefCell<HashMap<usize, u32>> = RefCell::new(HashMap::new());
 }
 
 /// True when the calling thread has a delegated request to the property
 /// `key` outstanding.
 #[inline]
 pub(crate) fn outstanding(key: usize) -> bool {
-    PENDING
-        .try_with(|p| {
-            let p = p.borrow();
-            p.total != 0 && p.by_property.get(&key).is_some_and(|&n| n != 0)
-        })
-        .unwrap_or(false)
+    TOTAL.try_with(Cell::get).unwrap_or(0) != 0
+        && PENDING.try_with(|p| p.borrow().get(&key).is_some_and(|&n| n != 0)).unwrap_or(false)
 }
 
 /// One outstanding delegated request of this thread to one property; it
@@ -44,11 +37,8 @@ pub(crate) struct Ticket {
 
 impl Ticket {
     pub(crate) fn take(key: usize) -> Ticket {
-        let _ = PENDING.try_with(|p| {
-            let mut p = p.borrow_mut();
-            p.total += 1;
-            *p.by_property.entry(key).or_insert(0) += 1;
-        });
+        let _ = TOTAL.try_with(|t| t.set(t.get() + 1));
+        let _ = PENDING.try_with(|p| *p.borrow_mut().entry(key).or_insert(0) += 1);
         Ticket { key, _here: PhantomData }
     }
 }
@@ -56,13 +46,13 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         // At thread exit the counts may be gone already: nothing to count.
+        let _ = TOTAL.try_with(|t| t.set(t.get().saturating_sub(1)));
         let _ = PENDING.try_with(|p| {
             let mut p = p.borrow_mut();
-            p.total = p.total.saturating_sub(1);
-            if let Some(n) = p.by_property.get_mut(&self.key) {
+            if let Some(n) = p.get_mut(&self.key) {
                 *n -= 1;
                 if *n == 0 {
-                    p.by_property.remove(&self.key);
+                    p.remove(&self.key);
                 }
             }
         });
