@@ -22,8 +22,9 @@
 //! 2. **Per-client order.** A thread counts its delegated requests to each
 //!    adaptive property until their answers are in (`pending`). It runs a
 //!    closure in place only when none is outstanding: a fiber that may
-//!    block first yields until they are answered; in delegated context it
-//!    delegates this request too, behind the others. Delegated requests from
+//!    block first yields (a bounded number of times) until they are
+//!    answered; otherwise, and in delegated context, it delegates this
+//!    request too, behind the others. Delegated requests from
 //!    one thread to one trustee run in issue order, and a closure run in
 //!    place finishes before the caller issues its next request, so a
 //!    fiber's requests take effect in the order it issued them, whichever
@@ -74,6 +75,11 @@ use slot::{Held, Node, Owner};
 /// A wait for the trustee longer than this means its thread is not
 /// running (a served request takes microseconds).
 const SLOW_TRUSTEE: Duration = Duration::from_millis(1);
+
+/// How many times a fiber yields for its outstanding requests to be
+/// answered before it delegates behind them instead of running in place
+/// (other fibers of its thread may keep issuing).
+const DRAIN_WAITS: u32 = 64;
 
 /// A handle to an adaptive property: the calls of a [`Trust<T>`] (`apply`,
 /// `apply_then`, `try_apply_then`, `apply_async`, `clone`), run in place
@@ -175,12 +181,15 @@ impl<T: Send + 'static> Adaptive<T> {
         {
             return None;
         }
+        let mut waits = 0;
         while pending::outstanding(self.key()) {
-            if !fiber::in_fiber() {
+            if !fiber::in_fiber() || waits == DRAIN_WAITS {
+                // Behind its own requests, in order.
                 return None;
             }
             // Let the worker take in the answers; they arrive in order.
             w.yield_now();
+            waits += 1;
             if self.node.slot.gate.mode() != Mode::Lock || w.must_defer() {
                 return None;
             }
