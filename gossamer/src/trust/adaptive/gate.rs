@@ -71,7 +71,7 @@ pub struct Thresholds {
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Thresholds { contended_percent: 20, lock_window: 4096, delegate_window_min: 4096, delegate_window_max: 1 << 16 }
+        Thresholds { contended_percent: 5, lock_window: 4096, delegate_window_min: 4096, delegate_window_max: 1 << 16 }
     }
 }
 
