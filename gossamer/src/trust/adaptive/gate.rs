@@ -105,6 +105,10 @@ const LOCK_MARGIN: u64 = 95;
 const STALE_WINDOWS: u32 = 4;
 /// The most contended lock windows between two trials of delegation.
 const MAX_EXPLORE: u32 = 64;
+/// A delegate window older than this (microseconds) is judged by callers
+/// too: if its trustee has served fewer requests per second than the lock
+/// ran, it is not keeping up (its thread is not running often enough).
+const SLOW_WINDOW_US: u32 = 2000;
 
 /// Microseconds since the first measurement of the process (wraps after
 /// 71 minutes; only differences over one window are used).
@@ -385,6 +389,26 @@ impl Gate {
             let w = self.delegate_window.load(Ordering::Relaxed);
             let max = self.delegate_window_max.load(Ordering::Relaxed);
             self.delegate_window.store(w.saturating_mul(2).min(max), Ordering::Relaxed);
+        }
+    }
+
+    /// Called now and then by callers that delegate: a delegate window
+    /// that has lasted long while the trustee served fewer requests per
+    /// second than the lock ran means the trustee's thread is not running
+    /// often enough (a busy or oversubscribed machine): back to the lock.
+    /// The reads are of words the holder writes; a stale one only delays
+    /// or hastens this hint.
+    pub(crate) fn check_progress(&self) {
+        if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE || self.mode() != Mode::Delegate {
+            return;
+        }
+        let start = self.window_start.load(Ordering::Relaxed);
+        if now_us().wrapping_sub(start) < SLOW_WINDOW_US {
+            return;
+        }
+        let served = rate(self.served.load(Ordering::Relaxed), start) as u64;
+        if served < self.lock_rate.load(Ordering::Relaxed) as u64 {
+            self.set_mode(Mode::Lock);
         }
     }
 

@@ -118,8 +118,8 @@ fn check(w: &World) {
 
 fn run(t: Thresholds, flip: bool) {
     let mut b = loom::model::Builder::new();
-    // Three preemptions with the policy thread (four threads in all), two
-    // without it would take hours; these bounds take minutes.
+    // Bounded preemptions keep the search to minutes: two with the policy
+    // thread (four threads in all), three without it.
     b.preemption_bound = Some(if flip { 2 } else { 3 });
     b.max_branches = 100_000;
     b.check(move || {

@@ -4,11 +4,13 @@
 //!
 //! # The switch protocol
 //!
-//! An adaptive property is a [`Slot`] shared by every handle and by the
-//! trustee: the value, a lock, a *mode word* (delegate or lock) and a
-//! *policy* (delegate, adaptive, lock). The trustee holds the slot as an
-//! ordinary `Trust` property (an [`Owner`]); each handle holds a trust to
-//! that owner and a reference to the slot.
+//! An adaptive property is a [`Node`] shared by every handle (a handle is
+//! one pointer to it) and by the trustee: the value, a lock, a *mode word*
+//! (delegate or lock), a *policy* (delegate, adaptive, lock) and the one
+//! `Trust` to the trustee's [`Owner`], an ordinary property that points
+//! back at the node. The node counts its handles; the last one to go drops
+//! the trust, and the owner, dropped on the trustee like any property
+//! after its last trust, drops the value.
 //!
 //! 1. **Every access holds the lock.** A caller in place takes it around
 //!    its closure; the trustee takes it around every delegated closure it
@@ -29,22 +31,25 @@
 //!    place finishes before the caller issues its next request, so a
 //!    fiber's requests take effect in the order it issued them, whichever
 //!    path each took and whenever the mode switched.
-//! 3. **Measuring.** In lock mode, each caller in place records (under the
-//!    lock) whether it found the lock held; when a window of calls is full
-//!    and the share of contended ones is at or above the threshold, the
-//!    property switches to delegation. In delegate mode, the trustee counts
-//!    the requests it serves and after a window of them switches back to
-//!    lock mode for a *trial*; a trial that meets contention at once
-//!    doubles the next delegate window (up to a bound), one that does not
-//!    resets it. A blocking call that waited for the trustee far longer
-//!    than serving takes (its thread is preempted, parked or busy
-//!    elsewhere) switches to lock mode at once.
+//! 3. **Measuring** (see `gate` for the rule). Each mode measures the
+//!    property's throughput over its windows: callers in place (who also
+//!    record whether they found the lock held), or the trustee over the
+//!    requests it serves. Contention in lock mode makes the property try
+//!    delegation, which it keeps only while it measures faster than the
+//!    lock did; in delegate mode the lock is tried again every few windows.
+//!    Ties go to the lock. A blocking call that waited for the trustee far
+//!    longer than serving takes (its thread is preempted, parked or busy
+//!    elsewhere) switches to lock mode at once. The decisions are made by
+//!    whoever holds the lock when a window closes, so they need no more
+//!    synchronisation than the lock.
 //! 4. **Where it does not apply.** Callers outside the runtime's workers,
 //!    in another process, and in delegated context (inside a closure or a
 //!    callback, where a nested lock could deadlock) always delegate. The
 //!    value is dropped on the trustee after the last handle, exactly once,
-//!    when the owner property goes (the lock orders the drop after every
-//!    access).
+//!    when the owner property goes, under the lock, which it leaves
+//!    *retired*: a caller that still reaches the lock in place (only
+//!    possible while the runtime shuts down and drops every property) is
+//!    refused with a panic instead of reaching a dropped value.
 //!
 //! Unlike `Trust<T>`, whose paths take no lock and no atomic
 //! read-modify-write, an adaptive property uses one compare-and-swap per
@@ -200,6 +205,9 @@ impl<T: Send + 'static> Adaptive<T> {
     /// Whether the calling thread counts its delegated requests (a worker
     /// of this runtime: callers elsewhere never run in place).
     fn ticket(&self) -> Option<Ticket> {
+        if pending::check_due() {
+            self.node.slot.gate.check_progress();
+        }
         context::current().filter(|w| w.shared.id == self.trust().runtime).map(|_| Ticket::take(self.key()))
     }
 

@@ -18,7 +18,11 @@ use std::marker::PhantomData;
 /// Counters per thread (a power of two).
 const BUCKETS: usize = 1024;
 
+/// Delegated calls between two checks of the delegate window's progress.
+const CHECK_EVERY: u32 = 64;
+
 thread_local! {
+    static CALLS: Cell<u32> = const { Cell::new(0) };
     static PENDING: [Cell<u32>; BUCKETS] = const { [const { Cell::new(0) }; BUCKETS] };
 }
 
@@ -33,6 +37,18 @@ fn bucket(key: usize) -> usize {
 #[inline]
 pub(crate) fn outstanding(key: usize) -> bool {
     PENDING.try_with(|p| p[bucket(key)].get() != 0).unwrap_or(false)
+}
+
+/// True every [`CHECK_EVERY`]-th delegated call of this thread.
+#[inline]
+pub(crate) fn check_due() -> bool {
+    CALLS
+        .try_with(|c| {
+            let n = c.get().wrapping_add(1);
+            c.set(n);
+            n % CHECK_EVERY == 0
+        })
+        .unwrap_or(false)
 }
 
 /// One outstanding delegated request of this thread to one property; it
