@@ -239,7 +239,7 @@ fn each_value_is_dropped_exactly_once_after_its_last_handle() {
         let flips: Vec<_> = props.iter().step_by(4).map(|p| rt.spawn_on(1, flipper(p.clone(), stop.clone()))).collect();
         let clients: Vec<_> = (0..6usize)
             .map(|f| {
-                let mine: Vec<_> = props.iter().cloned().collect();
+                let mine: Vec<_> = props.to_vec();
                 rt.spawn_on(f % 3, move || {
                     for i in 0..3000usize {
                         let p = &mine[(i * 7 + f) % PROPS];
