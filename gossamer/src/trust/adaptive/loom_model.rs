@@ -113,7 +113,7 @@ fn run(t: Thresholds, flip: bool) {
     let mut b = loom::model::Builder::new();
     // Bounded preemptions keep the search short (every gate word is a
     // point where loom may switch threads).
-    b.preemption_bound = Some(2);
+    b.preemption_bound = Some(if flip { 1 } else { 2 });
     b.max_branches = 100_000;
     b.check(move || {
         let w = world(t);
