@@ -81,9 +81,11 @@ use slot::{Held, Node, Owner};
 /// running (a served request takes microseconds).
 const SLOW_TRUSTEE: Duration = Duration::from_millis(1);
 
-/// How many times a fiber yields for its outstanding requests to be
-/// answered before it delegates behind them instead of running in place
-/// (other fibers of its thread may keep issuing).
+/// How many times a fiber that waits for its result anyway (`apply`)
+/// yields for its outstanding requests to be answered before it delegates
+/// behind them instead of running in place (other fibers of its thread may
+/// keep issuing). The forms that do not wait delegate behind them at once:
+/// a stream of them would otherwise wait a round trip per call.
 const DRAIN_WAITS: u32 = 64;
 
 /// A handle to an adaptive property: the calls of a [`Trust<T>`] (`apply`,
@@ -175,7 +177,7 @@ impl<T: Send + 'static> Adaptive<T> {
     /// thread to it outstanding (a fiber waits for those; elsewhere the
     /// call delegates).
     #[inline]
-    fn in_place_here(&self) -> Option<&'static Worker> {
+    fn in_place_here(&self, drain_waits: u32) -> Option<&'static Worker> {
         if self.node.slot.gate.mode() != Mode::Lock {
             return None;
         }
@@ -188,7 +190,7 @@ impl<T: Send + 'static> Adaptive<T> {
         }
         let mut waits = 0;
         while pending::outstanding(self.key()) {
-            if !fiber::in_fiber() || waits == DRAIN_WAITS {
+            if !fiber::in_fiber() || waits >= drain_waits {
                 // Behind its own requests, in order.
                 return None;
             }
@@ -224,7 +226,7 @@ impl<T: Send + 'static> Adaptive<T> {
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
-        if let Some(w) = self.in_place_here() {
+        if let Some(w) = self.in_place_here(DRAIN_WAITS) {
             w.check_may_block();
             // A fiber whose calls all run in place never suspends: now and
             // then, let the worker's other fibers and trustee duties run.
@@ -282,7 +284,7 @@ impl<T: Send + 'static> Adaptive<T> {
         G: 'static,
         K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
     {
-        if let Some(w) = self.in_place_here() {
+        if let Some(w) = self.in_place_here(0) {
             let r = {
                 let mut held = Held::in_place(&self.node.slot);
                 let _g = w.enter_delegated();
