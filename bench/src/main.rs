@@ -13,6 +13,7 @@
 //! final counts or map contents: exit status 2 on a mismatch, 1 on any
 //! other error.
 
+mod adaptive_env;
 mod cli;
 mod compare;
 mod control;

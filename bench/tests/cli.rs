@@ -120,6 +120,10 @@ fn demo_prints_every_row_with_ratio_and_verdict() {
             assert!(c.parse::<f64>().is_ok_and(|v| v > 0.0), "not three figures in {r:?}");
         }
         assert!(cells[3].strip_suffix('x').is_some_and(|v| v.parse::<f64>().is_ok()), "no ratio in {r:?}");
+        // Then Adaptive<T> and its ratio to the faster lock.
+        let adaptive: Vec<&str> = after_form.split_whitespace().skip(4).take(2).collect();
+        assert!(adaptive[0].parse::<f64>().is_ok_and(|v| v > 0.0), "no Adaptive<T> figure in {r:?}");
+        assert!(adaptive[1].strip_suffix('x').is_some_and(|v| v.parse::<f64>().is_ok()), "no Adaptive ratio in {r:?}");
         assert!(
             ["delegation wins: ", "a draw: ", "the lock wins: "].iter().any(|v| r.contains(v)),
             "no verdict in {r:?}"
@@ -128,7 +132,7 @@ fn demo_prints_every_row_with_ratio_and_verdict() {
     assert_eq!(rows.iter().filter(|r| r.contains("(over)")).count(), 3, "{stdout}");
     assert!(stdout.contains("benchmarks/README.md"), "no pointer to the full benchmark:\n{stdout}");
     let csv = std::fs::read_to_string(d.join("demo.csv")).expect("demo.csv");
-    assert_eq!(csv.lines().count(), 1 + 6 * 3, "{csv}");
+    assert_eq!(csv.lines().count(), 1 + 6 * 4, "{csv}");
 }
 
 #[test]
@@ -137,9 +141,17 @@ fn faa_runs_and_verifies() {
     let o = bench(&d, &args(&["faa", "--objects", "1,64"]));
     check_ok(&d, &o, &["faa_uniform.csv", "faa_uniform_summary.csv", "faa_uniform.png", "faa_zipf.csv", "faa_run.txt"]);
     let stdout = text(&o.stdout);
-    for v in
-        ["trust-apply", "trust-async", "trust-apply-ded", "trust-async-ded", "std-mutex", "parking-lot", "spin", "mcs"]
-    {
+    for v in [
+        "trust-apply",
+        "trust-async",
+        "trust-apply-ded",
+        "trust-async-ded",
+        "std-mutex",
+        "parking-lot",
+        "spin",
+        "mcs",
+        "trust-adaptive",
+    ] {
         assert!(stdout.contains(v), "variant {v} missing:\n{stdout}");
     }
 }
@@ -205,6 +217,7 @@ fn map_runs_and_verifies() {
         "mutex-512",
         "parking-lot-512",
         "rwlock-512",
+        "trust-adaptive",
     ] {
         assert!(stdout.contains(v), "variant {v} missing:\n{stdout}");
     }
@@ -271,11 +284,13 @@ fn wrong_counts_fail_every_subcommand() {
     for cmd in [
         vec!["faa", "--objects", "4", "--dist", "uniform", "--variants", "trust-async"],
         vec!["faa", "--objects", "4", "--dist", "zipf", "--variants", "mcs"],
+        vec!["faa", "--objects", "4", "--dist", "uniform", "--variants", "trust-adaptive"],
         vec!["latency", "--loads", "1", "--variants", "trust-async-ded"],
         vec!["latency", "--loads", "1", "--variants", "spin"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "trust-apply"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "zipf", "--variants", "scc"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "parking-lot-512"],
+        vec!["map", "--sizes", "100", "--writes", "50", "--dist", "zipf", "--variants", "trust-adaptive"],
         vec!["micro", "--ops", "100"],
         vec!["demo"],
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "apply-async"],

@@ -41,6 +41,30 @@
 //! From outside the runtime, [`Runtime`] (or its [`Handle`]) has
 //! `entrust`, `trustee`, `spawn`, `spawn_on` and [`Runtime::block_on`].
 //!
+//! ## Adaptive trusts: a lock while uncontended, delegation while contended
+//!
+//! An [`Adaptive<T>`] (from [`TrusteeRef::entrust_adaptive`] or
+//! [`entrust_adaptive`]) has the calls and guarantees of a [`Trust<T>`]
+//! within a process, but runs closures in place under a per-property lock
+//! while the property is uncontended, and delegates them to its trustee
+//! while it is contended; [`Adaptive::set_policy`] fixes or frees the mode
+//! while the program runs.
+//!
+//! ```
+//! use gossamer::{Mode, Policy};
+//! let rt = gossamer::Runtime::builder().workers(2).build()?;
+//! rt.block_on(|| {
+//!     let total = gossamer::trustee(1).entrust_adaptive(0u64);
+//!     total.apply(|t| *t += 5); // uncontended: runs in place, under the lock
+//!     total.set_policy(Policy::Delegate);
+//!     assert_eq!(total.mode(), Mode::Delegate);
+//!     total.apply_then(|t| *t += 1, |()| {}); // runs on thread 1
+//!     total.set_policy(Policy::Adaptive);
+//!     assert_eq!(total.apply(|t| *t), 6);
+//! });
+//! # Ok::<(), gossamer::Error>(())
+//! ```
+//!
 //! ## One program, several processes
 //!
 //! [`main`] runs a program over as many processes of the same binary as
@@ -114,6 +138,7 @@ pub use trust::{
     block_on, entrust, entrust_on, local_trustee, spawn_with, trustee, ApplyFuture, Delegable, Latch, LatchGuard,
     Transferable, Trust, TrusteeRef,
 };
+pub use trust::{entrust_adaptive, Adaptive, Mode, Policy, Thresholds};
 
 #[cfg(feature = "nightly")]
 pub use trust::delegable::NoRef;

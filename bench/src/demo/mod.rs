@@ -4,7 +4,9 @@
 //! threads = cores and oversubscribed, measured side by side (repetitions
 //! outside, contestants inside) with the workload code of `faa` and `map`.
 //! Prints one table of medians with the Trust-over-best-lock ratio and a
-//! verdict per row, and writes `demo.csv`.
+//! verdict per row, and writes `demo.csv`. An `Adaptive<T>` column (in
+//! place under a lock while uncontended, delegated while contended) comes
+//! last, with its own ratio to the faster lock.
 
 mod rows;
 mod verdict;
@@ -23,6 +25,9 @@ use crate::settings::{Scale, Settings};
 use crate::{faa, map};
 
 use rows::{Contestant, Row};
+
+/// The column of `Adaptive<T>` among the contestants.
+const ADAPTIVE: usize = 3;
 
 /// Length of one measurement unless `--duration-ms` says otherwise.
 pub const DEFAULT_MS: u64 = 250;
@@ -57,14 +62,14 @@ pub fn run(s: &Settings) -> Result<()> {
     let cores = crate::machine::cores();
     let load_before = crate::machine::load1();
     let rows = rows::rows(cores);
-    let names = ["Trust<T>", "std Mutex", "parking_lot"];
+    let names = ["Trust<T>", "std Mutex", "parking_lot", "Adaptive<T>"];
     let mut sweep = Sweep::new(
         "demo",
         "demo",
         "row",
         false,
         "Mops/s",
-        names.iter().enumerate().map(|(i, n)| Series { name: n.to_string(), trust: i == 0 }).collect(),
+        names.iter().enumerate().map(|(i, n)| Series { name: n.to_string(), trust: i == 0 || i == ADAPTIVE }).collect(),
         (0..rows.len() as u64).collect(),
     );
     println!(
@@ -76,7 +81,7 @@ pub fn run(s: &Settings) -> Result<()> {
         rows[0].threads,
         rows[1].threads
     );
-    let pb = progress::bar("demo", (rows.len() * 3 * s.repeat) as u64);
+    let pb = progress::bar("demo", (rows.len() * names.len() * s.repeat) as u64);
     for (ri, row) in rows.iter().enumerate() {
         let rs = Settings { threads: row.threads, ..s.clone() };
         let traces = Trace::for_clients(
@@ -115,7 +120,9 @@ pub fn run(s: &Settings) -> Result<()> {
         "Figures: million operations per second, median over repetitions; Trust/best: median over repetitions of\n\
          Trust<T> over the faster lock of the same repetition. Trust<T> rows use apply_then with {} requests in\n\
          flight per thread; the locks run one OS thread per thread; the maps are 512 lock shards against one\n\
-         HashMap per trustee.\n\
+         HashMap per trustee. Adaptive<T> runs the Trust<T> form, in place under a per-object lock while the object\n\
+         is uncontended and delegated while it is contended (its map: 512 adaptive shards); Adaptive/best is its\n\
+         ratio to the faster lock, as Trust/best.\n\
          \n\
          The full sweeps (object counts 1..10^6, Zipf keys, table sizes, write ratios, latency, more locks and maps):\n  \
          cargo run --release -p gossamer-bench -- faa      (also: map, latency, micro, tokio, all; --quick for short)\n\
@@ -141,13 +148,24 @@ fn busy_warning(load: Option<f64>, cores: usize) -> Option<String> {
 }
 
 /// The table: one line per row.
-fn render(rows: &[Row], sweep: &Sweep, names: &[&str; 3]) -> String {
+fn render(rows: &[Row], sweep: &Sweep, names: &[&str; 4]) -> String {
     let mut t = Table::new(
-        ["workload", "threads", "Trust form", names[0], names[1], names[2], "Trust/best", "verdict on this machine"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "workload",
+            "threads",
+            "Trust form",
+            names[0],
+            names[1],
+            names[2],
+            "Trust/best",
+            names[ADAPTIVE],
+            "Adaptive/best",
+            "verdict on this machine",
+        ]
+        .map(String::from)
+        .to_vec(),
     )
-    .left(&[0, 2, 7]);
+    .left(&[0, 2, 9]);
     for (ri, row) in rows.iter().enumerate() {
         let m = |ci| sweep.median(ri, ci).map_or("-".into(), fmt3);
         let ratio = sweep.ratio(ri, 0);
@@ -159,6 +177,8 @@ fn render(rows: &[Row], sweep: &Sweep, names: &[&str; 3]) -> String {
             m(1),
             m(2),
             ratio.map_or("-".into(), |r| format!("{r:.2}x")),
+            m(ADAPTIVE),
+            sweep.ratio(ri, ADAPTIVE).map_or("-".into(), |r| format!("{r:.2}x")),
             ratio.map_or("-".into(), |r| verdict::verdict(row, r)),
         ]);
     }
@@ -166,21 +186,27 @@ fn render(rows: &[Row], sweep: &Sweep, names: &[&str; 3]) -> String {
 }
 
 /// Writes `demo.csv`: one line per row and contestant.
-fn save(s: &Settings, rows: &[Row], sweep: &Sweep, names: &[&str; 3]) -> Result<()> {
+fn save(s: &Settings, rows: &[Row], sweep: &Sweep, names: &[&str; 4]) -> Result<()> {
     let mut csv = Csv::create(
         &s.out.join("demo.csv"),
         &["workload", "threads", "oversubscribed", "contestant", "form", "median_mops", "trust_over_best_lock"],
     )?;
     for (ri, row) in rows.iter().enumerate() {
         for (ci, name) in names.iter().enumerate() {
-            let ratio =
-                if ci == 0 { sweep.ratio(ri, 0).map_or(String::new(), |r| format!("{r:.3}")) } else { String::new() };
+            let ratio = if ci == 0 || ci == ADAPTIVE {
+                sweep.ratio(ri, ci).map_or(String::new(), |r| format!("{r:.3}"))
+            } else {
+                String::new()
+            };
             csv.row(&[
                 row.workload.name(),
                 row.threads.to_string(),
                 row.oversubscribed.to_string(),
                 name.to_string(),
-                if ci == 0 { row.form().into() } else { "lock".into() },
+                match ci {
+                    0 | ADAPTIVE => row.form().into(),
+                    _ => "lock".into(),
+                },
                 sweep.median(ri, ci).map_or(String::new(), |v| format!("{v:.4}")),
                 ratio,
             ])?;

@@ -87,19 +87,22 @@ impl Row {
         }
     }
 
-    /// Trust<T> first, then the two locks.
-    pub fn contestants(&self) -> [Contestant; 3] {
+    /// Trust<T> first, then the two locks, then `Adaptive<T>` (with the
+    /// same `apply_then` window).
+    pub fn contestants(&self) -> [Contestant; 4] {
         let (dedicated, issue) = (false, self.issue);
         match self.workload {
             Workload::Hot | Workload::Many => [
                 Contestant::Faa(faa::Variant::Trust { dedicated, issue }),
                 Contestant::Faa(faa::Variant::Lock(LockKind::Std)),
                 Contestant::Faa(faa::Variant::Lock(LockKind::ParkingLot)),
+                Contestant::Faa(faa::Variant::Adaptive),
             ],
             Workload::Map => [
                 Contestant::Map(map::Variant::Trust { dedicated, issue }),
                 Contestant::Map(map::Variant::Locked(MapKind::Mutex512)),
                 Contestant::Map(map::Variant::Locked(MapKind::ParkingLot512)),
+                Contestant::Map(map::Variant::Adaptive),
             ],
         }
     }

@@ -3,8 +3,10 @@
 //! increment it with one `pause` inside the critical section, and read it
 //! back. Trust<T> with blocking `apply` from many fibers and with
 //! `apply_then`, with trustees on every thread or on dedicated threads,
-//! against four locks.
+//! against four locks, and `Adaptive<T>` (in place under a lock while
+//! uncontended, delegated while contended).
 
+mod adaptive_run;
 mod lock_run;
 mod trust_run;
 
@@ -42,12 +44,17 @@ impl Issue {
 /// One line of the plots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
-    Trust { dedicated: bool, issue: Issue },
+    Trust {
+        dedicated: bool,
+        issue: Issue,
+    },
     Lock(LockKind),
+    /// `Adaptive<T>` with a window of `apply_then` requests per thread.
+    Adaptive,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 8] = [
+    pub const ALL: [Variant; 9] = [
         Variant::Trust { dedicated: false, issue: Issue::Apply },
         Variant::Trust { dedicated: false, issue: Issue::Async },
         Variant::Trust { dedicated: true, issue: Issue::Apply },
@@ -56,17 +63,19 @@ impl Variant {
         Variant::Lock(LockKind::ParkingLot),
         Variant::Lock(LockKind::Spin),
         Variant::Lock(LockKind::Mcs),
+        Variant::Adaptive,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             Variant::Trust { dedicated, issue } => issue.variant_name(dedicated),
             Variant::Lock(k) => k.name(),
+            Variant::Adaptive => "trust-adaptive",
         }
     }
 
     pub fn series(self) -> Series {
-        Series { name: self.name().to_string(), trust: matches!(self, Variant::Trust { .. }) }
+        Series { name: self.name().to_string(), trust: !matches!(self, Variant::Lock(_)) }
     }
 }
 
@@ -103,6 +112,7 @@ pub(crate) fn measure(s: &Settings, v: Variant, k: usize, traces: &[Trace], rep:
             let placement = if dedicated { s.ded_placement() } else { Placement::Shared };
             trust_run::run(s, k, traces, placement, issue, rep)
         }
+        Variant::Adaptive => adaptive_run::run(s, k, traces, rep),
     }
 }
 

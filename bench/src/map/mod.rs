@@ -3,8 +3,10 @@
 //! check its value; writes update the value in place. Two sweeps per key
 //! distribution: table size at 5% writes, and write ratio at a fixed size.
 //! A `HashMap` sharded over trustees against `dashmap`, `scc`, and 512
-//! shards of `Mutex<HashMap>` (std and parking_lot) and `RwLock<HashMap>`.
+//! shards of `Mutex<HashMap>` (std and parking_lot) and `RwLock<HashMap>`,
+//! and 512 shards as `Adaptive<T>` trusts.
 
+mod adaptive_run;
 mod entry;
 mod locked;
 mod locked_run;
@@ -32,12 +34,17 @@ pub enum MapKind {
 /// One line of the map plots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Variant {
-    Trust { dedicated: bool, issue: Issue },
+    Trust {
+        dedicated: bool,
+        issue: Issue,
+    },
     Locked(MapKind),
+    /// 512 shards as `Adaptive<T>` trusts, `apply_then` with a window.
+    Adaptive,
 }
 
 impl Variant {
-    pub const ALL: [Variant; 8] = [
+    pub const ALL: [Variant; 9] = [
         Variant::Trust { dedicated: false, issue: Issue::Apply },
         Variant::Trust { dedicated: false, issue: Issue::Async },
         Variant::Trust { dedicated: true, issue: Issue::Async },
@@ -46,6 +53,7 @@ impl Variant {
         Variant::Locked(MapKind::Mutex512),
         Variant::Locked(MapKind::ParkingLot512),
         Variant::Locked(MapKind::RwLock512),
+        Variant::Adaptive,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,11 +64,12 @@ impl Variant {
             Variant::Locked(MapKind::Mutex512) => "mutex-512",
             Variant::Locked(MapKind::ParkingLot512) => "parking-lot-512",
             Variant::Locked(MapKind::RwLock512) => "rwlock-512",
+            Variant::Adaptive => "trust-adaptive",
         }
     }
 
     fn series(self) -> Series {
-        Series { name: self.name().into(), trust: matches!(self, Variant::Trust { .. }) }
+        Series { name: self.name().into(), trust: !matches!(self, Variant::Locked(_)) }
     }
 }
 
@@ -95,6 +104,7 @@ pub(crate) fn measure(s: &Settings, v: Variant, p: Point, traces: &[Trace], rep:
             let placement = if dedicated { s.ded_placement() } else { Placement::Shared };
             trust_run::run(s, placement, issue, p, traces, rep)
         }
+        Variant::Adaptive => adaptive_run::run(s, p, traces, rep),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `Trust<T>`: the handle through which fibers on any thread delegate
 //! closures to a property owned by one trustee thread.
 
+mod adaptive;
 pub(crate) mod delegable;
 mod extend;
 pub(crate) mod future;
@@ -36,6 +37,7 @@ pub(crate) use crate::runtime::property::SendPtr;
 use crate::runtime::shared::Shared;
 use crate::runtime::worker::{Call, Completion, Worker};
 
+pub use adaptive::{entrust_adaptive, Adaptive, Mode, Policy, Thresholds};
 pub use delegable::{Delegable, Transferable};
 pub use future::{block_on, ApplyFuture};
 pub use latch::{Latch, LatchGuard};

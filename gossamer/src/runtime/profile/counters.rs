@@ -77,6 +77,7 @@ fn trust_entry<'a>(l: &'a mut Local, key: usize, ty: &'static str, t: usize) -> 
         service_ns: 0,
         service: Histogram::default(),
         round_trip: Histogram::default(),
+        mode: None,
     })
 }
 
@@ -266,6 +267,11 @@ pub(crate) fn collect(sh: &Shared) -> Profile {
         }
     }
     let mut trusts: Vec<_> = trusts.into_values().collect();
+    if let Some(mode_of) = super::MODE_OF.get() {
+        for t in &mut trusts {
+            t.mode = mode_of(t.id.0 as usize);
+        }
+    }
     trusts.sort_by(|a, b| b.requests.cmp(&a.requests).then(b.served.cmp(&a.served)).then(a.id.cmp(&b.id)));
     let mut trustees: Vec<_> = trustees.into_values().collect();
     trustees.sort_by_key(|t| t.trustee);

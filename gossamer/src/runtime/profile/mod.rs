@@ -126,7 +126,16 @@ pub struct TrustProfile {
     /// Round trip of each waiting `apply` that crossed threads (ns): from
     /// queueing the request to the caller's resumption.
     pub round_trip: Histogram,
+    /// For an adaptive property ([`Adaptive`](crate::Adaptive)), who ran
+    /// its closures when the profile was read: `"lock"` (callers in place)
+    /// or `"delegate"` (the trustee). `None` for a plain trust.
+    pub mode: Option<&'static str>,
 }
+
+/// The current mode of the adaptive property with a given profile key, if
+/// it is one: a hook that the trust layer installs with its first adaptive
+/// property.
+pub(crate) static MODE_OF: std::sync::OnceLock<fn(usize) -> Option<&'static str>> = std::sync::OnceLock::new();
 
 /// What happened at one trustee while profiled.
 #[derive(Clone, Debug, Default)]

@@ -62,8 +62,8 @@ impl Display for Profile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{:<16} {:<28} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
-            "TRUST", "TYPE", "TRUSTEE", "REQUESTS", "LOCAL", "SERVED", "SVC-MEAN", "RTT-P50", "RTT-P99"
+            "{:<16} {:<28} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:<8}",
+            "TRUST", "TYPE", "TRUSTEE", "REQUESTS", "LOCAL", "SERVED", "SVC-MEAN", "RTT-P50", "RTT-P99", "MODE"
         )?;
         for t in &self.trusts {
             let mut ty = short_type(t.type_name);
@@ -72,7 +72,7 @@ impl Display for Profile {
             }
             writeln!(
                 f,
-                "{:<16} {:<28} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
+                "{:<16} {:<28} {:>7} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:<8}",
                 t.id.to_string(),
                 ty,
                 t.trustee,
@@ -82,6 +82,7 @@ impl Display for Profile {
                 human_ns(t.mean_service_ns()),
                 human_ns(t.round_trip.quantile(0.5)),
                 human_ns(t.round_trip.quantile(0.99)),
+                t.mode.unwrap_or("-"),
             )?;
         }
         writeln!(f)?;
@@ -127,6 +128,7 @@ impl Profile {
                 service_ns = t.service_ns,
                 rtt_p50_ns = t.round_trip.quantile(0.5),
                 rtt_p99_ns = t.round_trip.quantile(0.99),
+                mode = t.mode.unwrap_or("-"),
                 "trust profile"
             );
         }

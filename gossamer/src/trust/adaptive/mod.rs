@@ -1,0 +1,418 @@
+//! `Adaptive<T>`: a trust that runs closures in place under a per-property
+//! lock while the property is uncontended, and delegates them to its
+//! trustee, as a [`Trust<T>`](crate::Trust) does, while it is contended.
+//!
+//! # The switch protocol
+//!
+//! An adaptive property is a [`Node`] shared by every handle (a handle is
+//! one pointer to it) and by the trustee: the value, a lock, a *mode word*
+//! (delegate or lock), a *policy* (delegate, adaptive, lock) and the one
+//! `Trust` to the trustee's [`Owner`], an ordinary property that points
+//! back at the node. The node counts its handles; the last one to go drops
+//! the trust, and the owner, dropped on the trustee like any property
+//! after its last trust, drops the value.
+//!
+//! 1. **Every access holds the lock.** A caller in place takes it around
+//!    its closure; the trustee takes it around every delegated closure it
+//!    serves. Exclusive access therefore never depends on the mode: the
+//!    mode word only says who should take the lock, and may be stale. A
+//!    caller that read "lock" just before the switch to delegation (a
+//!    *straggler*) still runs in place; the trustee then waits for the lock
+//!    (it spins, then yields its thread, as the holder runs a closure that
+//!    cannot block). While all callers delegate, only the trustee takes
+//!    the lock: it is never contended and stays in the trustee's cache.
+//! 2. **Per-client order.** A thread counts its delegated requests to each
+//!    adaptive property until their answers are in (`pending`). It runs a
+//!    closure in place only when none is outstanding: a fiber that may
+//!    block first yields (a bounded number of times) until they are
+//!    answered; otherwise, and in delegated context, it delegates this
+//!    request too, behind the others. Delegated requests from
+//!    one thread to one trustee run in issue order, and a closure run in
+//!    place finishes before the caller issues its next request, so a
+//!    fiber's requests take effect in the order it issued them, whichever
+//!    path each took and whenever the mode switched.
+//! 3. **Measuring** (see `gate` for the rule). Each mode measures the
+//!    property's throughput over its windows: callers in place (who also
+//!    record whether they found the lock held), or the trustee over the
+//!    requests it serves. Contention in lock mode makes the property try
+//!    delegation, which it keeps only while it measures faster than the
+//!    lock did; in delegate mode the lock is tried again every few windows.
+//!    Ties go to the lock. A blocking call that waited for the trustee far
+//!    longer than serving takes (its thread is preempted, parked or busy
+//!    elsewhere) switches to lock mode at once. The decisions are made by
+//!    whoever holds the lock when a window closes, so they need no more
+//!    synchronisation than the lock.
+//! 4. **Where it does not apply.** Callers outside the runtime's workers,
+//!    in another process, and in delegated context (inside a closure or a
+//!    callback, where a nested lock could deadlock) always delegate. The
+//!    value is dropped on the trustee after the last handle, exactly once,
+//!    when the owner property goes, under the lock, which it leaves
+//!    *retired*: a caller that still reaches the lock in place (only
+//!    possible while the runtime shuts down and drops every property) is
+//!    refused with a panic instead of reaching a dropped value.
+//!
+//! Unlike `Trust<T>`, whose paths take no lock and no atomic
+//! read-modify-write, an adaptive property uses one compare-and-swap per
+//! call in place, and per request served, by design.
+
+mod gate;
+#[cfg(all(test, loom))]
+mod loom_model;
+mod pending;
+mod registry;
+mod slot;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::future::{self, ApplyFuture};
+use super::{Delegable, PlainThen, ThenKind, Transferable, Trust, TrusteeRef, TryThen};
+use crate::error::Panicked;
+use crate::fiber;
+use crate::runtime::context;
+use crate::runtime::worker::{Call, Worker};
+
+pub use gate::{Mode, Policy, Thresholds};
+use pending::Ticket;
+use slot::{Held, Node, Owner};
+
+/// A wait for the trustee longer than this means its thread is not
+/// running (a served request takes microseconds).
+const SLOW_TRUSTEE: Duration = Duration::from_millis(1);
+
+/// How many times a fiber that waits for its result anyway (`apply`)
+/// yields for its outstanding requests to be answered before it delegates
+/// behind them instead of running in place (other fibers of its thread may
+/// keep issuing). The forms that do not wait delegate behind them at once:
+/// a stream of them would otherwise wait a round trip per call.
+const DRAIN_WAITS: u32 = 64;
+
+/// A handle to an adaptive property: the calls of a [`Trust<T>`] (`apply`,
+/// `apply_then`, `try_apply_then`, `apply_async`, `clone`), run in place
+/// under a per-property lock while the property is uncontended and
+/// delegated to its trustee while it is contended (see the module
+/// documentation of `trust::adaptive` in the source for the protocol).
+///
+/// Made by [`TrusteeRef::entrust_adaptive`] or [`entrust_adaptive`]. The
+/// guarantees are those of a trust: each closure runs exactly once with
+/// exclusive access, a fiber's requests take effect in the order it issued
+/// them, and the value is dropped once, on its trustee, after the last
+/// handle. The handle serves one process: it is not [`Transferable`].
+///
+/// ```
+/// use gossamer::{Mode, Policy};
+/// let rt = gossamer::Runtime::builder().workers(2).build()?;
+/// rt.block_on(|| {
+///     let hits = gossamer::trustee(1).entrust_adaptive(0u64);
+///     let h2 = hits.clone();
+///     let other = gossamer::spawn_on(1, move || {
+///         for _ in 0..1000 {
+///             h2.apply(|n| *n += 1);
+///         }
+///     });
+///     for _ in 0..1000 {
+///         hits.apply_then(|n| *n += 1, |()| {});
+///     }
+///     other.join().unwrap();
+///     assert_eq!(hits.apply(|n| *n), 2000);
+///     // The policy can be changed at any time, from any handle.
+///     hits.set_policy(Policy::Delegate);
+///     assert_eq!(hits.mode(), Mode::Delegate);
+///     hits.apply(|n| *n += 1);
+///     assert_eq!(hits.apply(|n| *n), 2001);
+/// });
+/// # Ok::<(), gossamer::Error>(())
+/// ```
+pub struct Adaptive<T: Send + 'static> {
+    node: Arc<Node<T>>,
+}
+
+impl TrusteeRef {
+    /// Gives `value` to this trustee as an adaptive property (see
+    /// [`Adaptive`]) and returns the first handle to it. It starts in lock
+    /// mode under [`Policy::Adaptive`].
+    ///
+    /// # Panics
+    /// As [`entrust`](TrusteeRef::entrust).
+    pub fn entrust_adaptive<T: Send + 'static>(&self, value: T) -> Adaptive<T> {
+        Adaptive::made(Node::make(value, |o| self.entrust(o)))
+    }
+}
+
+/// Entrusts `value` as an adaptive property to a trustee picked
+/// round-robin, as [`entrust`](crate::entrust) does.
+///
+/// # Panics
+/// Outside the runtime's threads.
+pub fn entrust_adaptive<T: Send + 'static>(value: T) -> Adaptive<T> {
+    Adaptive::made(Node::make(value, super::entrust))
+}
+
+/// Serves one delegated closure on the trustee, under the lock.
+fn serve<T, F: FnOnce(&mut T) -> U, U>(owner: &mut Owner<T>, f: F) -> U {
+    let mut held = Held::serving(&owner.0.slot);
+    f(held.value())
+}
+
+impl<T: Send + 'static> Adaptive<T> {
+    /// The first handle to a new adaptive property, known to the profile.
+    fn made(node: Arc<Node<T>>) -> Self {
+        registry::register(node.trust().profile_id().0 as usize, &node);
+        Adaptive { node }
+    }
+
+    #[inline]
+    fn trust(&self) -> &Trust<Owner<T>> {
+        self.node.trust()
+    }
+
+    fn key(&self) -> usize {
+        Arc::as_ptr(&self.node) as usize
+    }
+
+    /// The worker on which the calling thread may run a closure in place
+    /// now, if it may: a worker of the property's process, outside
+    /// delegated context, the property in lock mode, and no request of this
+    /// thread to it outstanding (a fiber waits for those; elsewhere the
+    /// call delegates).
+    #[inline]
+    fn in_place_here(&self, drain_waits: u32) -> Option<&'static Worker> {
+        if self.node.slot.gate.mode() != Mode::Lock {
+            return None;
+        }
+        let w = context::current()?;
+        let trust = self.trust();
+        let t = trust.trustee as usize;
+        if w.shared.id != trust.runtime || !w.shared.is_local(t) || w.shared.crosses(Some(w.index), t) || w.must_defer()
+        {
+            return None;
+        }
+        let mut waits = 0;
+        while pending::outstanding(self.key()) {
+            if !fiber::in_fiber() || waits >= drain_waits {
+                // Behind its own requests, in order.
+                return None;
+            }
+            // Let the worker take in the answers; they arrive in order.
+            w.yield_now();
+            waits += 1;
+            if self.node.slot.gate.mode() != Mode::Lock || w.must_defer() {
+                return None;
+            }
+        }
+        Some(w)
+    }
+
+    /// Whether the calling thread counts its delegated requests (a worker
+    /// of this runtime: callers elsewhere never run in place).
+    fn ticket(&self) -> Option<Ticket> {
+        if pending::check_due() {
+            self.node.slot.gate.check_progress();
+        }
+        context::current().filter(|w| w.shared.id == self.trust().runtime).map(|_| Ticket::take(self.key()))
+    }
+
+    /// Runs `f` on the property, exclusively, and waits for its result, as
+    /// [`Trust::apply`] does: in place under the lock, or delegated.
+    ///
+    /// # Panics
+    /// As [`Trust::apply`] (a blocking call in delegated context, a panic
+    /// in `f`).
+    #[inline]
+    pub fn apply<F, U>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+    {
+        if let Some(w) = self.in_place_here(DRAIN_WAITS) {
+            w.check_may_block();
+            // A fiber whose calls all run in place never suspends: now and
+            // then, let the worker's other fibers and trustee duties run.
+            w.local_turn();
+            let u = {
+                let mut held = Held::in_place(&self.node.slot);
+                let _g = w.enter_delegated();
+                f(held.value())
+            };
+            w.run_deferred();
+            return u;
+        }
+        let ticket = self.ticket();
+        let adaptive = self.node.slot.gate.policy() == Policy::Adaptive;
+        let start = adaptive.then(Instant::now);
+        let u = self.trust().apply_as(move |o: &mut Owner<T>| serve(o, f), Call::User("apply"));
+        if start.is_some_and(|s| s.elapsed() > SLOW_TRUSTEE) {
+            self.node.slot.gate.note_slow_trustee();
+        }
+        drop(ticket);
+        u
+    }
+
+    /// Runs `f` on the property without waiting, then `then` with its
+    /// result on this thread, as [`Trust::apply_then`] does (in place, both
+    /// run at once). Allowed in delegated context, where it delegates.
+    #[inline]
+    pub fn apply_then<F, U, G>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+        G: FnOnce(U) + 'static,
+    {
+        self.then_impl::<F, U, G, PlainThen>(f, then, "apply_then")
+    }
+
+    /// Like [`apply_then`](Adaptive::apply_then), but `then` always runs,
+    /// with `Err` if `f` panicked.
+    pub fn try_apply_then<F, U, G>(&self, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+        G: FnOnce(Result<U, Panicked>) + 'static,
+    {
+        self.then_impl::<F, U, G, TryThen>(f, then, "try_apply_then")
+    }
+
+    #[inline]
+    fn then_impl<F, U, G, K>(&self, f: F, then: G, call: &'static str)
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+        G: 'static,
+        K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
+    {
+        if let Some(w) = self.in_place_here(0) {
+            let r = {
+                let mut held = Held::in_place(&self.node.slot);
+                let _g = w.enter_delegated();
+                catch_unwind(AssertUnwindSafe(|| f(held.value())))
+            };
+            // As on the local shortcut of a `Trust`: the callback runs at
+            // once, after the closure, the lock released.
+            if let Some((what, p)) = K::run(then, r) {
+                w.report_panic(what, p);
+            }
+            w.run_deferred();
+            return;
+        }
+        match self.ticket() {
+            Some(ticket) => self.trust().then_impl::<_, U, _, K>(
+                move |o: &mut Owner<T>| serve(o, f),
+                Counted { ticket, then },
+                Call::User(call),
+            ),
+            None => self.trust().then_impl::<_, U, G, K>(move |o: &mut Owner<T>| serve(o, f), then, Call::User(call)),
+        }
+    }
+
+    /// Runs `f` on the property and returns a future for its result, from
+    /// any thread, as [`Trust::apply_async`] does. On a worker in lock mode
+    /// the closure runs in place and the future is ready at once.
+    pub fn apply_async<F, U>(&self, f: F) -> ApplyFuture<U>
+    where
+        F: FnOnce(&mut T) -> U,
+        F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with_async`
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+    {
+        match context::current() {
+            Some(w) if w.shared.id == self.trust().runtime => {
+                let done = Arc::new(future::Done::new());
+                let d = done.clone();
+                self.try_apply_then(f, move |r: Result<U, Panicked>| d.complete(Some(r.map_err(Panicked::into_panic))));
+                ApplyFuture::from_done(done)
+            }
+            _ => self.trust().submit_outside(move |o: &mut Owner<T>| serve(o, f)),
+        }
+    }
+
+    /// The current mode: who runs closures now.
+    pub fn mode(&self) -> Mode {
+        self.node.slot.gate.mode()
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Policy {
+        self.node.slot.gate.policy()
+    }
+
+    /// Sets the policy of the property (every handle to it), at once and
+    /// while it is in use: [`Policy::Delegate`] and [`Policy::Lock`] fix
+    /// the mode, [`Policy::Adaptive`] measures from the current mode on.
+    /// Callers that read the old mode finish under the lock as before (see
+    /// the switch protocol); order and exclusive access hold throughout.
+    pub fn set_policy(&self, p: Policy) {
+        self.node.slot.gate.set_policy(p);
+    }
+
+    /// The thresholds of [`Policy::Adaptive`] for this property.
+    pub fn thresholds(&self) -> Thresholds {
+        self.node.slot.gate.thresholds()
+    }
+
+    /// Sets the thresholds of [`Policy::Adaptive`] for this property.
+    pub fn set_thresholds(&self, t: Thresholds) {
+        self.node.slot.gate.set_thresholds(t);
+    }
+
+    /// The trustee that serves delegated requests and drops the value.
+    pub fn trustee(&self) -> TrusteeRef {
+        self.trust().trustee()
+    }
+
+    /// True when the calling thread is the property's trustee.
+    pub fn is_local(&self) -> bool {
+        self.trust().is_local()
+    }
+
+    /// The id under which profiles name this property's delegated
+    /// requests.
+    pub fn profile_id(&self) -> crate::profile::TrustId {
+        self.trust().profile_id()
+    }
+}
+
+/// A then-callback that keeps its request counted as outstanding until it
+/// has run (or been dropped, when the closure panicked).
+struct Counted<G> {
+    ticket: Ticket,
+    then: G,
+}
+
+impl<U, G: FnOnce(U)> ThenKind<U, Counted<G>> for PlainThen {
+    fn run(g: Counted<G>, r: std::thread::Result<U>) -> Option<(&'static str, Box<dyn std::any::Any + Send>)> {
+        let Counted { ticket, then } = g;
+        drop(ticket);
+        <PlainThen as ThenKind<U, G>>::run(then, r)
+    }
+}
+
+impl<U, G: FnOnce(Result<U, Panicked>)> ThenKind<U, Counted<G>> for TryThen {
+    fn run(g: Counted<G>, r: std::thread::Result<U>) -> Option<(&'static str, Box<dyn std::any::Any + Send>)> {
+        let Counted { ticket, then } = g;
+        drop(ticket);
+        <TryThen as ThenKind<U, G>>::run(then, r)
+    }
+}
+
+impl<T: Send + 'static> Clone for Adaptive<T> {
+    /// Another handle to the same property (not a copy of the value).
+    fn clone(&self) -> Self {
+        self.node.add_handle();
+        Adaptive { node: self.node.clone() }
+    }
+}
+
+impl<T: Send + 'static> Drop for Adaptive<T> {
+    fn drop(&mut self) {
+        self.node.drop_handle();
+    }
+}
+
+impl<T: Send + 'static> std::fmt::Debug for Adaptive<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adaptive").field("trust", self.trust()).field("mode", &self.node.slot.gate.mode()).finish()
+    }
+}
