@@ -132,6 +132,23 @@ pub fn pump(window: usize, stopped: impl Fn() -> bool, mut issue: impl FnMut() -
     issued
 }
 
+/// One client's run of asynchronous requests: [`reset`], then [`pump`],
+/// then the check that every request's callback ran. Returns how many were
+/// issued and what the callbacks counted.
+pub fn pump_checked(
+    window: usize,
+    stopped: impl Fn() -> bool,
+    issue: impl FnMut() -> bool,
+) -> Result<(u64, Tally), String> {
+    reset();
+    let issued = pump(window, stopped, issue);
+    let t = snapshot();
+    if t.done != issued {
+        return Err(format!("{} callbacks ran for {issued} requests", t.done));
+    }
+    Ok((issued, t))
+}
+
 /// Consecutive local operations after which a blocking client yields.
 const LOCAL_RUN: u32 = 32;
 

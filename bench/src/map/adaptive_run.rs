@@ -42,8 +42,7 @@ pub fn run(s: &Settings, p: Point, traces: &[Trace], rep: usize) -> Result<f64> 
         let mut cur = traces[c].cursor(f * s.repeat + rep, s.repeat);
         move || -> std::result::Result<Work, String> {
             ctl.arrive(fiber_wait);
-            tally::reset();
-            let issued = tally::pump(
+            let (issued, t) = tally::pump_checked(
                 window,
                 || ctl.stopped(),
                 || {
@@ -57,11 +56,7 @@ pub fn run(s: &Settings, p: Point, traces: &[Trace], rep: usize) -> Result<f64> 
                     }
                     true
                 },
-            );
-            let t = tally::snapshot();
-            if t.done != issued {
-                return Err(format!("{} callbacks ran for {issued} requests", t.done));
-            }
+            )?;
             Ok(Work { ops: issued, writes: t.writes, bad: t.bad })
         }
     });

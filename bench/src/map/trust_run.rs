@@ -66,8 +66,7 @@ pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &
                         Ok(w)
                     }
                     Issue::Async => {
-                        tally::reset();
-                        let issued = tally::pump(
+                        let (issued, t) = tally::pump_checked(
                             window,
                             || ctl.stopped(),
                             || {
@@ -84,11 +83,7 @@ pub fn run(s: &Settings, placement: Placement, issue: Issue, p: Point, traces: &
                                 }
                                 true
                             },
-                        );
-                        let t = tally::snapshot();
-                        if t.done != issued {
-                            return Err(format!("{} callbacks ran for {issued} requests", t.done));
-                        }
+                        )?;
                         Ok(Work { ops: issued, writes: t.writes, bad: t.bad })
                     }
                 }
