@@ -390,7 +390,17 @@ fn metadump_matches_memcached() {
     let (mut a, mut b) = (mc.raw(), kv.raw());
     assert_eq!(mask(&exchange(&mut b, setup.as_bytes())), mask(&exchange(&mut a, setup.as_bytes())));
     for scope in ["all", "hash", "1", "2", "1,2", "3"] {
-        assert_eq!(dump(&mut b, scope), dump(&mut a, scope), "metadump {scope}");
+        // memcached's crawler walks the hot, warm and cold queues one after
+        // another, and its LRU maintainer may move an item into a queue not
+        // yet walked: the reference can list an item twice. Ours lists every
+        // item exactly once; the sets must match.
+        let ours = dump(&mut b, scope);
+        let mut distinct = ours.clone();
+        distinct.dedup();
+        assert_eq!(ours, distinct, "metadump {scope} listed an item twice");
+        let mut theirs = dump(&mut a, scope);
+        theirs.dedup();
+        assert_eq!(ours, theirs, "metadump {scope}");
     }
     // The expiration time is the store time plus the TTL.
     b.send(b"lru_crawler metadump all\r\n");
