@@ -423,6 +423,25 @@ pub(crate) unsafe fn fenced(h: *const Header) -> Option<bool> {
 /// `h` must be a live header whose trustee is `w`, doomed there, its round
 /// complete, and no round of the outside queues pending for it.
 pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
+    // SAFETY: `h` is live, on its trustee.
+    if let Route::Forward(..) = unsafe { route(h) } {
+        // A moved property's origin: its client routes retire first.
+        // SAFETY: per the contract.
+        return unsafe { crate::trust::migrate::origin::release(w, h) };
+    }
+    w.unregister(h);
+    // SAFETY: unregistered just now, so dropped only here.
+    unsafe { destroy(h) }
+}
+
+/// Releases the forwarding record at `h`, the origin of a moved property
+/// that lost its last trust and whose clients dropped their routes: frees
+/// its memory and lets the cell that holds the value go.
+///
+/// # Safety
+/// `h` must be a live, registered, `MOVED` origin of trustee `w`, doomed
+/// there, its round complete, released once.
+pub(crate) unsafe fn release_record(w: &Worker, h: *mut Header) {
     w.unregister(h);
     // SAFETY: `h` is live, on its trustee.
     if let Route::Forward(t, cell) = unsafe { route(h) } {
@@ -445,8 +464,7 @@ pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
         unsafe { ((*h).free)(h) };
         return;
     }
-    // SAFETY: unregistered just now, so dropped only here.
-    unsafe { destroy(h) }
+    unreachable!("gossamer: a record released while it did not forward");
 }
 
 /// At shutdown, first stage: drops the value and marks the property so

@@ -572,6 +572,10 @@ impl<T: Send + 'static> Trust<T> {
                     w.run_deferred();
                     return u;
                 }
+                if migrate::direct::active() && self.routed(w) {
+                    // Moved, and this thread knows where to: see `migrate`.
+                    return migrate::direct::call(w, self.trustee as usize, self.cell.as_ptr(), f);
+                }
                 if profile::active() {
                     return self.apply_observed(w, f, call);
                 }
@@ -582,6 +586,40 @@ impl<T: Send + 'static> Trust<T> {
             }
             Ctx::Outside(s) => self.apply_outside(&s, f),
         }
+    }
+
+    /// True when this thread keeps a route to this trust's moved property
+    /// (see `migrate::direct`) and may use it: the trustee is in this
+    /// process, as a closure's request needs.
+    #[cold]
+    #[inline(never)]
+    fn routed(&self, w: &Worker) -> bool {
+        migrate::direct::routes(self.cell.as_ptr().addr()) && !w.shared.crosses(Some(w.index), self.trustee as usize)
+    }
+
+    /// `then_impl` by this thread's route to the moved property.
+    #[cold]
+    #[inline(never)]
+    fn then_routed<F, U, G, K>(&self, w: &Worker, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable,
+        G: 'static,
+        K: ThenKind<U, G> + 'static,
+    {
+        let then: migrate::Then<U> = Box::new(move |w, r| {
+            if let Some((what, p)) = K::run(then, r) {
+                w.report_panic(what, p);
+            }
+        });
+        let sent = migrate::direct::send(
+            w,
+            self.trustee as usize,
+            self.cell.as_ptr(),
+            migrate::Closure::new(f),
+            migrate::Reply::Then(then),
+        );
+        assert!(sent.is_ok(), "gossamer: a route vanished under its caller");
     }
 
     /// `apply_unchecked` to another thread while profiles or wait tracking
@@ -761,6 +799,10 @@ impl<T: Send + 'static> Trust<T> {
                     run_local_then::<T, F, U, G, K>(w, cell.0, f, then);
                     w.run_deferred();
                     return;
+                }
+                if migrate::direct::active() && self.routed(w) {
+                    // Moved, and this thread knows where to: see `migrate`.
+                    return self.then_routed::<F, U, G, K>(w, f, then);
                 }
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
                 // Queued first: a request refused at the process boundary

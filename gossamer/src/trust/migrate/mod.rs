@@ -5,9 +5,11 @@
 //! # Protocol
 //!
 //! A trust names its property by the cell it was entrusted in and that
-//! cell's trustee (its *origin*), and never changes: every trust to the
-//! property, on any thread, sends every request to the origin. What
-//! changes is what the origin does with them.
+//! cell's trustee (its *origin*), and never changes. A client thread sends
+//! its requests to the origin until the origin tells it where the value
+//! is; from then on it sends them to that cell directly (a *route*), and
+//! it changes its route only when none of its requests to the property is
+//! outstanding.
 //!
 //! * **Relaying.** Once the value has moved, the origin cell is a
 //!   forwarding record: it names the trustee and cell that hold the value
@@ -15,34 +17,59 @@
 //!   reaches it on to that cell as a request of its own, and answers the
 //!   client at once with a token ([`Relayed`], carried where a panic would
 //!   be); the holder's answer comes back to the origin, which sends the
-//!   result to the client's thread in a message with the token. The client
-//!   hands it to the waiting fiber or the `then` callback, whichever of the
-//!   token and the result arrives last. The origin's own thread (its
-//!   fibers, outside submissions it runs) sends through the same record.
-//!   When the value is in a cell of the origin's own thread (it came back),
-//!   the origin runs the request at once. So a request costs one relay
-//!   however many moves there were, and the holder hears only from the
-//!   origin.
-//! * **Per-client order.** A client's requests reach the origin in one
-//!   FIFO lane, and the origin relays them, in that order, through its own
-//!   FIFO lane to the holder: they run in issue order.
+//!   result to the client's thread in a message with the token, and with
+//!   where the value is (a *hint*). The client hands the result to the
+//!   waiting fiber or the `then` callback, whichever of the token and the
+//!   result arrives last. The origin's own thread (its fibers, outside
+//!   submissions it runs) sends through the same record, and needs no
+//!   route: it already reaches the holder in one step. When the value is
+//!   in a cell of the origin's own thread (it came back), the origin runs
+//!   the request at once.
+//! * **Routes** (`direct`). A hint from the origin gives the client thread
+//!   a route entry for the property: its requests from then on are
+//!   counted (issued, not yet completed) and go the way the entry says,
+//!   first still through the origin. A route changes to the latest hint
+//!   only when a request is issued with the count at zero, after at least
+//!   one counted request completed (so every request sent before the entry
+//!   existed has run too). A request completes only after it ran, so
+//!   nothing the thread sent earlier is still on its way and none can be
+//!   overtaken: each request runs after all of the thread's earlier ones,
+//!   stricter than per fiber. A route may be stale: the value moved on.
+//!   Then the cell it names is a forwarding record too (a hand-over leaves
+//!   one behind), which relays, in arrival order, to the next cell, and
+//!   sends its own hint back, so the client catches up at its next quiet
+//!   moment. The first attempt at this, without the count, sent requests
+//!   bounced from a stale cell behind later ones of the same thread; the
+//!   count rules that out: a thread's requests follow one path at a time,
+//!   every hop of which is a FIFO lane. A thread without a route, or for a
+//!   property that never moved, pays one thread-local test (`direct::active`).
+//! * **Per-client order.** A client's requests follow one path at a time
+//!   (above), through FIFO lanes only: they run in issue order.
 //! * **A move** is a request to the origin. The first one runs there
 //!   between two closures: the value goes into a new cell on the target,
 //!   and the origin becomes a record. A later one is a *hand-over*: the
 //!   origin stops relaying (requests wait in the record, in order) and
 //!   sends the holder a hand-over request behind everything it relayed to
-//!   it; the holder runs it after them, moves the value into a new cell on
-//!   the target and frees its own (only the origin ever named it), and the
+//!   it; the holder runs it after them (and after whatever clients sent it
+//!   directly before it), moves the value into a new cell on the target,
+//!   and its own cell becomes a forwarding record to the new one; the
 //!   origin then relays to the new cell, the waiting requests first.
 //! * **Exactly once.** A request runs only where the value is; a record
 //!   never runs one, and relays each once.
-//! * **Lifetimes.** The origin keeps the refcount rules of every cell: the
-//!   trusts hold their ids there, and it is released after a fence round
-//!   once its set is empty (a hand-over holds an id of its own meanwhile).
-//!   Released, it frees its memory and toggles off the id it holds in the
+//! * **Lifetimes** (`origin`). The origin keeps the refcount rules of every
+//!   cell: the trusts hold their ids there, and it is released after a
+//!   fence round once its set is empty (a hand-over holds an id of its own
+//!   meanwhile). Client routes and the records left behind are named
+//!   outside those rules, so the release first *retires* them: once no
+//!   relayed request is out, the origin asks every thread it gave a hint
+//!   to for its route back (behind every hint it sent there); the thread
+//!   drops its entry once its counted requests have completed (none is
+//!   left on any path) and says so. Then the origin frees the records left
+//!   behind and its own memory, and toggles off the id it holds in the
 //!   holder's cell (sent behind every request it relayed there), which is
-//!   then dropped, once, after its own fence round.
-//!
+//!   then dropped, once, after its own fence round. As the origin's memory
+//!   is freed last, an entry keyed by its address never outlives it.
+
 //! The common path pays nothing: a trustee already tests one word of the
 //! cell (`blocked`) before each closure, and a record is one more bit of
 //! that word. Only the requests of moved properties take the slow path.
@@ -59,6 +86,11 @@ use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::thread;
+
+pub(crate) mod direct;
+pub(crate) mod origin;
+#[cfg(test)]
+mod tests;
 
 use super::{property_shim, Transferable, Waiter};
 use crate::channel::record::{take_value, Responder};
@@ -127,8 +159,16 @@ pub(crate) fn await_relayed<U: Send + 'static>(w: &Worker, r: thread::Result<U>,
     }
 }
 
+/// Where the relaying record saw the value when it sent a result back:
+/// the property's origin address, the trustee and the cell; and whether
+/// the origin itself tells it (see `direct::note`).
+type Hint = (usize, usize, SendPtr<*mut Header>, bool);
+
 /// On the issuing thread: the result of the relayed request `token`.
-fn relayed_result<U: Send + 'static>(w: &Worker, token: u64, r: thread::Result<U>) {
+fn relayed_result<U: Send + 'static>(w: &Worker, token: u64, r: thread::Result<U>, hint: Option<Hint>) {
+    if let Some((origin, t, cell, create)) = hint {
+        direct::note(origin, t, cell.0, create);
+    }
     let waiting = RELAYS.with(|m| m.borrow_mut().remove(&token));
     match waiting {
         Some(reply) => match reply.downcast::<Reply<U>>() {
@@ -184,34 +224,38 @@ where
     }
 }
 
-/// The hand-over of the value to trustee `.0` (see the module
-/// documentation); answers the new cell's address and the id the origin
-/// holds there (the origin registers it there).
-struct HandOver(usize);
+/// The hand-over of the value to trustee `.0`, for the property whose
+/// origin is at `.1` (see the module documentation); answers the new
+/// cell's address and the id the origin holds there (the origin registers
+/// it there).
+struct HandOver(usize, usize);
 
 impl<T: Send + 'static> Request<T> for HandOver {
     type Out = (usize, u64);
 
     fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion) {
-        w.enqueue(t, hand_over_shim::<T>, cell.cast(), self.0, c, Call::Copied);
+        w.enqueue(t, hand_over_shim::<T>, cell.cast(), (self.0, self.1), c, Call::Copied);
     }
 
     fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<(usize, u64)> {
-        // SAFETY: per the trait; only the origin names a holder's cell, and
-        // this is the last request it sends to it.
+        // SAFETY: per the trait; the origin sends nothing to this cell after
+        // the hand-over, and what clients still send here is forwarded.
         let (new, id) = unsafe { move_value(w, cell) };
-        // SAFETY: as above: its value moved out, nothing names it any more.
-        unsafe { property::forget(w, cell.cast()) };
+        let h = cell.cast::<Header>();
+        // SAFETY: as above: its value moved out; it forwards from now on,
+        // holding no id in the new cell (the origin frees it, see `origin`).
+        drop(unsafe { property::set_forward(h, self.0, new, 0) });
+        origin::record_left(h, self.1);
         Ok((new.expose_provenance(), id))
     }
 }
 
 /// Serves a hand-over on the holder.
 unsafe fn hand_over_shim<T: Send + 'static>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
-    // SAFETY: encoded by `HandOver::enqueue` with a `usize`.
-    let to: usize = unsafe { take_value(env as *const Word) };
+    // SAFETY: encoded by `HandOver::enqueue` with two `usize`s.
+    let (to, origin): (usize, usize) = unsafe { take_value(env as *const Word) };
     let w = context::current().expect("gossamer: a request served outside a worker");
-    let r = run_here(w, prop.cast::<PropertyCell<T>>(), HandOver(to));
+    let r = run_here(w, prop.cast::<PropertyCell<T>>(), HandOver(to, origin));
     out.put_any::<(usize, u64)>(r);
 }
 
@@ -353,11 +397,35 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
     }
     let client = w.serving.get();
     let token = w.new_id();
+    #[cfg(test)]
+    tests::RELAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let key = origin::key_of(h);
+    if let Some((_, true)) = key {
+        origin::relay_started(h);
+    }
+    let rec = SendPtr(h);
     let back: Then<R::Out> = Box::new(move |w, r| {
+        let rec = rec;
+        let hint = key.and_then(|(origin, is_origin)| {
+            // SAFETY: the record lives until every relayed request it
+            // sent on is answered (see `origin`), on its trustee.
+            match unsafe { property::route(rec.0) } {
+                Route::Forward(t, cell) => {
+                    if is_origin {
+                        origin::routed(rec.0, client);
+                    }
+                    Some((origin, t, SendPtr(cell), is_origin))
+                }
+                _ => None,
+            }
+        });
         w.send(client, move || {
             let w = context::current().expect("gossamer: runtime message outside a worker");
-            relayed_result(w, token, r);
-        })
+            relayed_result(w, token, r, hint);
+        });
+        if let Some((_, true)) = key {
+            origin::relay_ended(w, rec.0);
+        }
     });
     let me = w.index;
     route(w, me, h.cast::<PropertyCell<T>>(), req, Reply::Then(back), false);
@@ -449,6 +517,7 @@ unsafe fn start_move<T: Send + 'static>(
                 // SAFETY: reachable, here, between closures.
                 let (cell, id) = unsafe { move_value(w, origin) };
                 register_on(w, to, cell);
+                origin::created(h);
                 // SAFETY: its value moved out just now; nothing was held.
                 drop(unsafe { property::set_forward(h, to, cell, id) });
             }
@@ -472,6 +541,7 @@ unsafe fn start_move<T: Send + 'static>(
                     Ok((addr, id)) => {
                         let cell = std::ptr::with_exposed_provenance_mut::<Header>(addr);
                         register_on(w, to, cell);
+                        origin::left_behind(h, x, holder);
                         // SAFETY: the origin lives (the pin); on its trustee;
                         // the new cell was made by `move_value` for `T`.
                         unsafe { property::set_forward(h, to, cell, id) }
@@ -490,7 +560,8 @@ unsafe fn start_move<T: Send + 'static>(
                 // SAFETY: as above.
                 unsafe { property::toggle(w, h, pin) };
             });
-            route(w, x, holder.cast::<PropertyCell<T>>(), HandOver(to), Reply::Then(done), false);
+            let key = h.addr();
+            route(w, x, holder.cast::<PropertyCell<T>>(), HandOver(to, key), Reply::Then(done), false);
             Ok(())
         }
     }

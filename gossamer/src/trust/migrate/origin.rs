@@ -1,0 +1,198 @@
+//! The bookkeeping of a moved property on the threads that hold its
+//! records: which client threads the origin gave a route to, which cells
+//! were left behind as forwarding records by hand-overs, how many relayed
+//! requests are still out, and the retirement that ends it all once the
+//! last trust is gone (see the module documentation of `trust::migrate`).
+//!
+//! Everything here runs on the thread that owns the record in question;
+//! the maps are thread-local.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use super::direct;
+use crate::runtime::context;
+use crate::runtime::property::{self, Header, SendPtr};
+use crate::runtime::worker::Worker;
+
+/// A moved property, on its origin's thread.
+struct Origin {
+    /// The origin cell.
+    h: *mut Header,
+    /// Client threads that were given a route (and may keep one).
+    clients: Vec<usize>,
+    /// Cells left behind by hand-overs: trustee, cell (forwarding records).
+    stale: Vec<(usize, SendPtr<*mut Header>)>,
+    /// Relayed requests whose result has not been sent back yet.
+    relays: u32,
+    /// The last trust is gone: retire once `relays` is zero.
+    releasing: bool,
+    /// Retirements asked for and not yet acknowledged.
+    awaiting: Option<usize>,
+}
+
+thread_local! {
+    /// Per origin cell address (of this thread).
+    static ORIGINS: RefCell<HashMap<usize, Origin>> = RefCell::new(HashMap::new());
+    /// Per forwarding record left by a hand-over on this thread: the
+    /// address of its origin.
+    static STALE: RefCell<HashMap<usize, usize>> = RefCell::new(HashMap::new());
+}
+
+/// The origin `h` (of this thread) moved for the first time.
+pub(super) fn created(h: *mut Header) {
+    ORIGINS.with(|m| {
+        m.borrow_mut().entry(h.addr()).or_insert(Origin {
+            h,
+            clients: Vec::new(),
+            stale: Vec::new(),
+            relays: 0,
+            releasing: false,
+            awaiting: None,
+        });
+    });
+}
+
+/// A hand-over from the cell `cell` on trustee `t` completed: that cell is
+/// a forwarding record now, kept until the origin `h` retires.
+pub(super) fn left_behind(h: *mut Header, t: usize, cell: *mut Header) {
+    ORIGINS.with(|m| {
+        if let Some(o) = m.borrow_mut().get_mut(&h.addr()) {
+            o.stale.push((t, SendPtr(cell)));
+        }
+    });
+}
+
+/// On the holder: the cell `cell` became a forwarding record of the
+/// property whose origin is at `origin`.
+pub(super) fn record_left(cell: *mut Header, origin: usize) {
+    STALE.with(|m| m.borrow_mut().insert(cell.addr(), origin));
+}
+
+/// What the record `h` of this thread is: `Some((origin, true))` for an
+/// origin, `Some((origin, false))` for a cell a hand-over left behind.
+pub(super) fn key_of(h: *mut Header) -> Option<(usize, bool)> {
+    if ORIGINS.with(|m| m.borrow().contains_key(&h.addr())) {
+        return Some((h.addr(), true));
+    }
+    STALE.with(|m| m.borrow().get(&h.addr()).map(|&o| (o, false)))
+}
+
+/// The origin `h` relays one more request.
+pub(super) fn relay_started(h: *mut Header) {
+    ORIGINS.with(|m| {
+        if let Some(o) = m.borrow_mut().get_mut(&h.addr()) {
+            o.relays += 1;
+        }
+    });
+}
+
+/// The origin `h` gives `client` a route with the result it sends back.
+pub(super) fn routed(h: *mut Header, client: usize) {
+    ORIGINS.with(|m| {
+        if let Some(o) = m.borrow_mut().get_mut(&h.addr()) {
+            if !o.clients.contains(&client) {
+                o.clients.push(client);
+            }
+        }
+    });
+}
+
+/// The origin `h` sent back the result of a relayed request (after it,
+/// on the same lane, any retirement it asks for).
+pub(super) fn relay_ended(w: &Worker, h: *mut Header) {
+    ORIGINS.with(|m| {
+        if let Some(o) = m.borrow_mut().get_mut(&h.addr()) {
+            o.relays -= 1;
+        }
+    });
+    retire(w, h.addr());
+}
+
+/// The origin `h` lost its last trust and its fence round completed:
+/// asks every client thread that has a route to drop it once its requests
+/// are done, then releases the records (see `finish`).
+///
+/// # Safety
+/// `h` must be a live, doomed, moved origin of this thread, released here
+/// only.
+pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
+    let known = ORIGINS.with(|m| match m.borrow_mut().get_mut(&h.addr()) {
+        Some(o) => {
+            o.releasing = true;
+            true
+        }
+        None => false,
+    });
+    if !known {
+        // SAFETY: per the contract.
+        return unsafe { property::release_record(w, h) };
+    }
+    retire(w, h.addr());
+}
+
+/// Starts the retirement of `origin` if it is due.
+fn retire(w: &Worker, origin: usize) {
+    let clients = ORIGINS.with(|m| {
+        let mut m = m.borrow_mut();
+        let o = m.get_mut(&origin)?;
+        if !o.releasing || o.relays != 0 || o.awaiting.is_some() {
+            return None;
+        }
+        o.awaiting = Some(o.clients.len());
+        Some(std::mem::take(&mut o.clients))
+    });
+    let Some(clients) = clients else { return };
+    let me = w.index;
+    for &c in &clients {
+        w.send(c, move || {
+            let w = context::current().expect("gossamer: runtime message outside a worker");
+            direct::retire(w, me, origin);
+        });
+    }
+    if clients.is_empty() {
+        finish(w, origin);
+    }
+}
+
+/// On the origin's thread: a client thread dropped its route to `origin`,
+/// every request it sent by it done.
+pub(super) fn retired(w: &Worker, origin: usize) {
+    let last = ORIGINS.with(|m| {
+        let mut m = m.borrow_mut();
+        let Some(o) = m.get_mut(&origin) else { return false };
+        let left = o.awaiting.as_mut().expect("gossamer: a route retired unasked");
+        *left -= 1;
+        *left == 0
+    });
+    if last {
+        finish(w, origin);
+    }
+}
+
+/// Frees the records of `origin`: the cells left behind, then the origin
+/// itself (which lets the holder's cell go, see `property::release_record`).
+fn finish(w: &Worker, origin: usize) {
+    if w.cleaning.get() {
+        // Shutdown frees every registered cell itself.
+        return;
+    }
+    let Some(o) = ORIGINS.with(|m| m.borrow_mut().remove(&origin)) else { return };
+    for (t, cell) in o.stale {
+        w.send(t, move || {
+            let cell = cell;
+            let w = context::current().expect("gossamer: runtime message outside a worker");
+            if w.cleaning.get() {
+                return;
+            }
+            STALE.with(|m| m.borrow_mut().remove(&cell.0.addr()));
+            // SAFETY: a record left by a hand-over, registered on this
+            // thread; nothing names it any more: no client keeps a route
+            // (all retired, their requests done), and the origin and the
+            // other records name only newer cells.
+            unsafe { property::forget(w, cell.0) };
+        });
+    }
+    // SAFETY: the origin, doomed and released once, here.
+    unsafe { property::release_record(w, o.h) };
+}
