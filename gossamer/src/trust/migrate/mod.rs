@@ -69,7 +69,7 @@
 //!   holder's cell (sent behind every request it relayed there), which is
 //!   then dropped, once, after its own fence round. As the origin's memory
 //!   is freed last, an entry keyed by its address never outlives it.
-
+//!
 //! The common path pays nothing: a trustee already tests one word of the
 //! cell (`blocked`) before each closure, and a record is one more bit of
 //! that word. Only the requests of moved properties take the slow path.
