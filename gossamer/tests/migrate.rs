@@ -275,7 +275,11 @@ fn routes_to_moved_properties_retire_with_their_last_trust() {
                                     gossamer::yield_now();
                                 }
                             }
-                            // Dropped with requests still outstanding.
+                            // Runs after all of this fiber's earlier ones.
+                            t.apply(|_| ());
+                            // A clone dropped with requests still outstanding.
+                            let u = t.clone();
+                            u.apply_then(|_| (), |_| {});
                         })
                     })
                     .collect();
@@ -292,5 +296,54 @@ fn routes_to_moved_properties_retire_with_their_last_trust() {
         assert_eq!(drops.load(Ordering::SeqCst), ROUNDS, "each property dropped once after its last trust");
         drop(rt);
         assert_eq!(drops.load(Ordering::SeqCst), ROUNDS);
+    });
+}
+
+#[test]
+fn streams_of_apply_then_stay_in_order_while_routes_change() {
+    // Long streams of requests that do not wait, so that each client
+    // thread nearly always has some outstanding when the value moves: a
+    // client that changed its route then would let later requests overtake
+    // earlier ones.
+    within(240, || {
+        const PER: u32 = 4000;
+        const STREAMS: u32 = 4;
+        let rt = rt(3);
+        let drops = Arc::new(AtomicUsize::new(0));
+        let d = drops.clone();
+        let log = rt.block_on(move || {
+            let t = gossamer::trustee(0).entrust(state(&d));
+            let clients: Vec<_> = (0..STREAMS)
+                .map(|c| {
+                    let t = t.clone();
+                    gossamer::spawn_on(1 + c as usize % 2, move || {
+                        for s in 0..PER {
+                            t.apply_then(move |st| st.log.push((c, s)), |_| {});
+                            if s % 64 == 63 {
+                                gossamer::yield_now();
+                            }
+                        }
+                        t.apply(|_| ());
+                    })
+                })
+                .collect();
+            let mover = {
+                let t = t.clone();
+                gossamer::spawn_on(0, move || {
+                    for i in 0..2000 {
+                        t.migrate_to(gossamer::trustee([1, 2, 0, 2, 1][i % 5]));
+                        gossamer::yield_now();
+                    }
+                })
+            };
+            for h in clients {
+                h.join().unwrap();
+            }
+            mover.join().unwrap();
+            t.apply(|st| std::mem::take(&mut st.log))
+        });
+        check_order(&log, STREAMS, PER);
+        wait_for(&drops, 1);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
     });
 }

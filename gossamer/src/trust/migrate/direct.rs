@@ -11,30 +11,55 @@
 //! pays one thread-local test ([`active`]) for all this.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::panic::resume_unwind;
 
 use super::{origin, resolve, route, run_here, Closure, Reply, Request, Resolved, Then, Transferable, Waiter};
 use crate::runtime::context;
-use crate::runtime::property::{Header, PropertyCell};
+use crate::runtime::property::{Header, PropertyCell, SendPtr};
 use crate::runtime::worker::Worker;
+
+/// A route: the trustee and cell requests go to, or `None` for the origin.
+type Via = Option<(usize, *mut Header)>;
+
+/// A request held back until the route may change, sent by the route
+/// given to it.
+type Held = Box<dyn FnOnce(&Worker, Via)>;
 
 /// This thread's route to one moved property.
 struct Entry {
-    /// Where its requests go: the trustee and cell, or `None` for the
-    /// origin.
-    via: Option<(usize, *mut Header)>,
-    /// The latest place the value was seen, taken as `via` at the next
-    /// request issued with nothing outstanding.
+    /// Where its requests go now.
+    via: Via,
+    /// The latest place the value was seen, taken as `via` once nothing
+    /// is outstanding.
     next: Option<(usize, *mut Header)>,
-    /// Requests issued by this entry and not yet completed.
+    /// Requests sent by this entry and not yet completed.
     outstanding: u32,
     /// Every request this thread sent to the property before the entry
     /// existed has run (one sent by the entry completed with nothing
     /// outstanding after it).
     settled: bool,
+    /// Requests issued while the route waits to change, in issue order.
+    held: VecDeque<Held>,
     /// The origin's trustee, once it asked for the route back.
     retiring: Option<usize>,
+}
+
+impl Entry {
+    /// True when the route is to change (or the entry to settle) once the
+    /// requests outstanding have completed.
+    fn changing(&self) -> bool {
+        self.next.is_some() || !self.settled
+    }
+
+    /// Takes the next hint as the route if nothing can be overtaken.
+    fn switch(&mut self) {
+        if self.outstanding == 0 && self.settled {
+            if let Some(n) = self.next.take() {
+                self.via = Some(n);
+            }
+        }
+    }
 }
 
 thread_local! {
@@ -57,33 +82,76 @@ pub(crate) fn routes(origin: usize) -> bool {
     ROUTES.with(|m| m.borrow().contains_key(&origin))
 }
 
-/// The route for one more request to `origin`, counted as outstanding:
-/// `Some(None)` for the origin, `None` if this thread keeps no route.
-fn issue(origin: usize) -> Option<Option<(usize, *mut Header)>> {
+/// What to do with one more request to a property.
+enum Go {
+    /// Send it by this route (counted as outstanding).
+    Send(Via),
+    /// Hold it: the route changes once the outstanding requests complete,
+    /// or earlier requests are held.
+    Hold,
+}
+
+/// What to do with one more request to `origin`; `None` if this thread
+/// keeps no route to it.
+fn issue(origin: usize) -> Option<Go> {
     ROUTES.with(|m| {
         let mut m = m.borrow_mut();
         let e = m.get_mut(&origin)?;
-        if e.outstanding == 0 && e.settled {
-            // Nothing this thread sent earlier can still be overtaken.
-            if let Some(n) = e.next.take() {
-                e.via = Some(n);
-            }
+        if !e.held.is_empty() || (e.outstanding != 0 && e.changing()) {
+            return Some(Go::Hold);
         }
+        // Nothing this thread sent earlier can be overtaken by a change.
+        e.switch();
         e.outstanding += 1;
-        Some(e.via)
+        Some(Go::Send(e.via))
     })
 }
 
-/// A request issued by `issue` for `origin` completed.
+/// Holds `f` until the route to `origin` may change.
+fn hold(origin: usize, f: Held) {
+    ROUTES.with(|m| {
+        if let Some(e) = m.borrow_mut().get_mut(&origin) {
+            e.held.push_back(f);
+        }
+    });
+}
+
+/// A request sent for `origin` completed.
 fn done(w: &Worker, origin: usize) {
+    let quiet = ROUTES.with(|m| {
+        let mut m = m.borrow_mut();
+        let Some(e) = m.get_mut(&origin) else { return false };
+        e.outstanding -= 1;
+        if e.outstanding == 0 {
+            e.settled = true;
+        }
+        e.outstanding == 0
+    });
+    if !quiet {
+        return;
+    }
+    // Send what was held, in order, by the new route.
+    loop {
+        let step = ROUTES.with(|m| {
+            let mut m = m.borrow_mut();
+            let e = m.get_mut(&origin)?;
+            if e.held.is_empty() || (e.outstanding != 0 && e.changing()) {
+                return None;
+            }
+            e.switch();
+            let f = e.held.pop_front()?;
+            e.outstanding += 1;
+            Some((f, e.via))
+        });
+        let Some((f, via)) = step else { break };
+        f(w, via);
+    }
     let ack = ROUTES.with(|m| {
         let mut m = m.borrow_mut();
-        let e = m.get_mut(&origin)?;
-        e.outstanding -= 1;
-        if e.outstanding != 0 {
+        let e = m.get(&origin)?;
+        if e.outstanding != 0 || !e.held.is_empty() {
             return None;
         }
-        e.settled = true;
         let to = e.retiring?;
         m.remove(&origin);
         ACTIVE.set(!m.is_empty());
@@ -110,11 +178,18 @@ pub(super) fn note(origin: usize, t: usize, cell: *mut Header, create: bool) {
     ROUTES.with(|m| {
         let mut m = m.borrow_mut();
         match m.get_mut(&origin) {
-            Some(e) => e.next = Some((t, cell)),
+            Some(e) => e.next = (e.via != Some((t, cell))).then_some((t, cell)),
             None if create => {
                 m.insert(
                     origin,
-                    Entry { via: None, next: Some((t, cell)), outstanding: 0, settled: false, retiring: None },
+                    Entry {
+                        via: None,
+                        next: Some((t, cell)),
+                        outstanding: 0,
+                        settled: false,
+                        held: VecDeque::new(),
+                        retiring: None,
+                    },
                 );
                 ACTIVE.set(true);
             }
@@ -129,7 +204,7 @@ pub(super) fn retire(w: &Worker, from: usize, origin: usize) {
     let now = ROUTES.with(|m| {
         let mut m = m.borrow_mut();
         match m.get_mut(&origin) {
-            Some(e) if e.outstanding != 0 => {
+            Some(e) if e.outstanding != 0 || !e.held.is_empty() => {
                 e.retiring = Some(from);
                 false
             }
@@ -146,6 +221,25 @@ pub(super) fn retire(w: &Worker, from: usize, origin: usize) {
     }
 }
 
+/// Sends `req` by route `via` (`None`: to the origin `origin` on trustee
+/// `t`), counted for `key`; `reply` gets the result.
+fn go<T: 'static, R: Request<T>>(
+    w: &Worker,
+    key: usize,
+    t: usize,
+    origin: *mut PropertyCell<T>,
+    via: Via,
+    req: R,
+    reply: Reply<R::Out>,
+) {
+    let (t, cell) = via.map_or((t, origin), |(t, c)| (t, c.cast()));
+    let counted: Then<R::Out> = Box::new(move |w, r| {
+        done(w, key);
+        reply.finish(w, r)
+    });
+    route(w, t, cell, req, Reply::Then(counted), false);
+}
+
 /// Sends `req` for the property whose origin is `origin` on trustee `t`
 /// by this thread's route, and hands the result to `reply`; gives both
 /// back if this thread keeps no route to it.
@@ -157,14 +251,18 @@ pub(crate) fn send<T: 'static, R: Request<T>>(
     reply: Reply<R::Out>,
 ) -> Result<(), (R, Reply<R::Out>)> {
     let key = origin.addr();
-    let Some(via) = issue(key) else { return Err((req, reply)) };
-    let (t, cell) = via.map_or((t, origin), |(t, c)| (t, c.cast()));
-    let counted: Then<R::Out> = Box::new(move |w, r| {
-        done(w, key);
-        reply.finish(w, r)
-    });
-    route(w, t, cell, req, Reply::Then(counted), false);
-    Ok(())
+    match issue(key) {
+        None => Err((req, reply)),
+        Some(Go::Send(via)) => {
+            go(w, key, t, origin, via, req, reply);
+            Ok(())
+        }
+        Some(Go::Hold) => {
+            let origin = SendPtr(origin);
+            hold(key, Box::new(move |w, via| go(w, key, t, { origin }.0, via, req, reply)));
+            Ok(())
+        }
+    }
 }
 
 /// `apply` by this thread's route to the property whose origin is
@@ -177,27 +275,33 @@ where
     U: Transferable,
 {
     let key = origin.addr();
-    let Some(via) = issue(key) else { unreachable!("gossamer: a route vanished under its caller") };
-    let (t, cell) = via.map_or((t, origin), |(t, c)| (t, c.cast()));
-    if t == w.index {
-        // Earlier requests of this thread come first.
-        w.run_deferred();
-        if let Resolved::At(t2, c2) = resolve(w, t, cell) {
-            if t2 == w.index {
-                let r = run_here(w, c2, Closure::new(f));
-                done(w, key);
-                w.run_deferred();
-                return r.unwrap_or_else(|p| resume_unwind(p));
-            }
-        }
-    }
-    // Another thread: not completed inline.
     let wait = Waiter::<U>::new(w.current_fiber());
     let data = wait.as_data();
-    let counted: Then<U> = Box::new(move |w, r| {
-        done(w, key);
-        Reply::Wake(data).finish(w, r)
-    });
-    route(w, t, cell, Closure::new(f), Reply::Then(counted), false);
+    let reply = Reply::Wake(data);
+    match issue(key) {
+        None => unreachable!("gossamer: a route vanished under its caller"),
+        Some(Go::Send(via)) => {
+            let (t, cell) = via.map_or((t, origin), |(t, c)| (t, c.cast()));
+            if t == w.index {
+                // Earlier requests of this thread come first.
+                w.run_deferred();
+                if let Resolved::At(t2, c2) = resolve(w, t, cell) {
+                    if t2 == w.index {
+                        let r = run_here(w, c2, Closure::new(f));
+                        done(w, key);
+                        w.run_deferred();
+                        return r.unwrap_or_else(|p| resume_unwind(p));
+                    }
+                }
+            }
+            // Another thread: not completed inline (`cell` stands for the
+            // origin with no route of its own).
+            go(w, key, t, cell, None, Closure::new(f), reply);
+        }
+        Some(Go::Hold) => {
+            let origin = SendPtr(origin);
+            hold(key, Box::new(move |w, via| go(w, key, t, { origin }.0, via, Closure::new(f), reply)));
+        }
+    }
     wait.wait()
 }
