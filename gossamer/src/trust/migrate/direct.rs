@@ -12,6 +12,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::panic::resume_unwind;
 
 use super::{origin, resolve, route, run_here, Closure, Reply, Request, Resolved, Then, Transferable, Waiter};
@@ -62,11 +63,34 @@ impl Entry {
     }
 }
 
+/// Hashes a cell address: one multiplication (the keys are addresses
+/// of distinct live cells, never chosen by a peer).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(26);
+    }
+}
+
+type Routes = HashMap<usize, Entry, BuildHasherDefault<AddrHasher>>;
+
 thread_local! {
     /// True while this thread keeps a route to some property.
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
     /// Per origin address.
-    static ROUTES: RefCell<HashMap<usize, Entry>> = RefCell::new(HashMap::new());
+    static ROUTES: RefCell<Routes> = RefCell::new(Routes::default());
 }
 
 /// True when this thread keeps a route to some moved property: only then
@@ -107,6 +131,12 @@ fn issue(origin: usize) -> Option<Go> {
     })
 }
 
+/// True when a request to `origin` may not run at once: the yield or the
+/// deferred requests run just now may have changed the entry.
+fn must_wait(origin: usize) -> bool {
+    ROUTES.with(|m| m.borrow().get(&origin).is_none_or(|e| e.outstanding != 0 || !e.held.is_empty() || e.changing()))
+}
+
 /// Holds `f` until the route to `origin` may change.
 fn hold(origin: usize, f: Held) {
     ROUTES.with(|m| {
@@ -122,10 +152,11 @@ fn done(w: &Worker, origin: usize) {
         let mut m = m.borrow_mut();
         let Some(e) = m.get_mut(&origin) else { return false };
         e.outstanding -= 1;
-        if e.outstanding == 0 {
-            e.settled = true;
+        if e.outstanding != 0 {
+            return false;
         }
-        e.outstanding == 0
+        e.settled = true;
+        !e.held.is_empty() || e.retiring.is_some()
     });
     if !quiet {
         return;
@@ -275,6 +306,30 @@ where
     U: Transferable,
 {
     let key = origin.addr();
+    let here = ROUTES.with(|m| {
+        let m = m.borrow();
+        let e = m.get(&key)?;
+        let (t, cell) = e.via?;
+        (t == w.index).then_some((cell, e.outstanding == 0 && e.held.is_empty() && !e.changing()))
+    });
+    if let Some((cell, quiet)) = here {
+        // A fiber that only ever hits a value on its own thread would never
+        // suspend: now and then, let the others run (as the local shortcut
+        // does).
+        w.local_turn();
+        if quiet {
+            // Nothing of this thread is outstanding or held, and the route
+            // stays: run it at once, uncounted (it completes here).
+            w.run_deferred();
+            if let Resolved::At(t2, c2) = resolve(w, w.index, cell.cast::<PropertyCell<T>>()) {
+                if t2 == w.index && !must_wait(key) {
+                    let r = run_here(w, c2, Closure::new(f));
+                    w.run_deferred();
+                    return r.unwrap_or_else(|p| resume_unwind(p));
+                }
+            }
+        }
+    }
     let wait = Waiter::<U>::new(w.current_fiber());
     let data = wait.as_data();
     let reply = Reply::Wake(data);
