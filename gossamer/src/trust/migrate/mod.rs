@@ -88,8 +88,10 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::thread;
 
 pub(crate) mod direct;
+#[cfg(all(test, loom))]
+mod loom_model;
 pub(crate) mod origin;
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 use super::{property_shim, Transferable, Waiter};
@@ -397,7 +399,7 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
     }
     let client = w.serving.get();
     let token = w.new_id();
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     tests::RELAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let key = origin::key_of(h);
     if let Some((_, true)) = key {
