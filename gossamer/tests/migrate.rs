@@ -347,3 +347,40 @@ fn streams_of_apply_then_stay_in_order_while_routes_change() {
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     });
 }
+
+#[test]
+fn a_value_in_the_middle_of_a_hand_over_at_shutdown_is_dropped_once() {
+    // Shutdown gives up on fibers that keep moving the property and
+    // sending to it (a short shutdown timeout), so it stops the workers
+    // with hand-overs in flight: whichever step the value is in then, it
+    // is dropped exactly once.
+    within(240, || {
+        for round in 0..30 {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let rt = gossamer::Runtime::builder()
+                .workers(3)
+                .shutdown_timeout(std::time::Duration::from_millis(20))
+                .build()
+                .expect("runtime");
+            let d = drops.clone();
+            rt.block_on(move || {
+                let t = gossamer::trustee(round % 3).entrust(state(&d));
+                for k in 0..3 {
+                    let t = t.clone();
+                    // Never finishes: abandoned at shutdown.
+                    gossamer::spawn_on(k, move || {
+                        for i in 0.. {
+                            t.migrate_to(gossamer::trustee((i + k) % 3));
+                            t.apply_then(|st| st.total += 1, |_| {});
+                        }
+                    });
+                }
+                for _ in 0..round % 7 {
+                    gossamer::yield_now();
+                }
+            });
+            drop(rt);
+            assert_eq!(drops.load(Ordering::SeqCst), 1, "round {round}: dropped once at shutdown");
+        }
+    });
+}

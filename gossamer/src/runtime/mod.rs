@@ -283,6 +283,8 @@ impl Runtime {
                 tracing::error!("a worker thread panicked");
             }
         }
+        // Moved values whose new trustee never registered them.
+        crate::trust::migrate::transit::drop_left(self.shared.id);
         self.shared.unregister();
     }
 }

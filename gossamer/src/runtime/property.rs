@@ -168,6 +168,17 @@ unsafe fn destroy(h: *mut Header) {
     }
 }
 
+/// Drops the value of a cell that was never registered and frees it (a
+/// moved value whose registration never arrived, see `trust::migrate`).
+///
+/// # Safety
+/// As for `destroy`: `h` is live, unreachable from now on, and dropped
+/// only here.
+pub(crate) unsafe fn drop_unregistered(h: *mut Header) {
+    // SAFETY: per the contract.
+    unsafe { destroy(h) }
+}
+
 /// Whether a closure may reach the value now; `Err` says why not.
 ///
 /// # Safety

@@ -93,6 +93,7 @@ mod loom_model;
 pub(crate) mod origin;
 #[cfg(all(test, not(loom)))]
 mod tests;
+pub(crate) mod transit;
 
 use super::{property_shim, Transferable, Waiter};
 use crate::channel::record::{take_value, Responder};
@@ -583,7 +584,9 @@ unsafe fn move_value<T: Send + 'static>(w: &Worker, cell: *mut PropertyCell<T>) 
     // reaches or drops it there again).
     let value = unsafe { ManuallyDrop::take(&mut *(*cell).value.get()) };
     let id = w.new_id();
-    (PropertyCell::new_boxed(value, id).cast::<Header>(), id)
+    let new = PropertyCell::new_boxed(value, id).cast::<Header>();
+    transit::departed(w.shared.id, new);
+    (new, id)
 }
 
 /// Registers the fresh cell `new` with trustee `to`, from the origin's
@@ -594,6 +597,7 @@ fn register_on(w: &Worker, to: usize, new: *mut Header) {
         let new = new;
         let w = context::current().expect("gossamer: runtime message outside a worker");
         // SAFETY: a fresh cell, registered once, on its trustee.
-        unsafe { property::register(w, new.0) }
+        unsafe { property::register(w, new.0) };
+        transit::arrived(new.0);
     });
 }
