@@ -9,7 +9,8 @@
 //! * `during`: a fiber on worker 0 moves it round-robin over the trustees,
 //!   waiting `--interval-us` between moves;
 //! * `after`: no more moves, the counter left on trustee 1; the clients
-//!   keep their trusts, which send to trustee 0, which relays every request.
+//!   keep their trusts, made when it was on trustee 0: each client thread
+//!   reaches it directly once trustee 0 has told it where it is.
 //!
 //! The counter must equal the number of increments the clients counted.
 

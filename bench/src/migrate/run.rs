@@ -88,8 +88,8 @@ pub fn trust(s: &Settings, interval: Duration) -> Result<TrustRun> {
                     gossamer::yield_now();
                 }
             }
-            // `after` measures relaying: the counter ends away from trustee 0,
-            // where the clients' trusts send.
+            // `after`: the counter ends away from trustee 0, where the
+            // clients' trusts were made; they reach it by their routes.
             t.migrate_to(gossamer::trustee(1 % n));
             moving.store(false, Ordering::SeqCst);
         })
