@@ -402,9 +402,10 @@ impl<T: Send + 'static> Trust<T> {
         }
     }
 
-    /// The trustee this trust sends its requests to: the one the property
-    /// was entrusted to. After [`migrate_to`](Trust::migrate_to) that
-    /// trustee relays them to the one that holds the property now.
+    /// The trustee the property was entrusted to, which this trust names.
+    /// After [`migrate_to`](Trust::migrate_to) that trustee relays requests
+    /// to the one that holds the property now, until it has told the
+    /// issuing thread where that is (then the thread sends there itself).
     pub fn trustee(&self) -> TrusteeRef {
         TrusteeRef::new(self.trustee as usize, self.runtime)
     }
@@ -429,11 +430,14 @@ impl<T: Send + 'static> Trust<T> {
     /// trust to the property on any thread, runs exactly once, on whichever
     /// trustee holds the value when it arrives, and the requests of each
     /// fiber (`apply_then` ones still queued included) run in the order it
-    /// issued them. Every trust stays valid: a trust keeps sending to the
-    /// trustee the property was entrusted to, which relays each request to
-    /// the one that holds the value (one relay, however many moves; see the
-    /// `trust::migrate` module for the protocol). The property is dropped
-    /// once, by the trustee that holds it when the last trust is gone.
+    /// issued them. Every trust stays valid: a thread's requests first go
+    /// to the trustee the property was entrusted to, which relays them to
+    /// the one that holds the value and tells the thread where that is;
+    /// from then on the thread sends straight there, changing its route
+    /// only while none of its requests to the property is outstanding (see
+    /// the `trust::migrate` module for the protocol). The property is
+    /// dropped once, by the trustee that holds it when the last trust is
+    /// gone.
     ///
     /// ```
     /// let rt = gossamer::Runtime::builder().workers(2).build()?;

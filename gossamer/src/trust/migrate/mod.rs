@@ -38,10 +38,12 @@
 //!   Then the cell it names is a forwarding record too (a hand-over leaves
 //!   one behind), which relays, in arrival order, to the next cell, and
 //!   sends its own hint back, so the client catches up at its next quiet
-//!   moment. The first attempt at this, without the count, sent requests
-//!   bounced from a stale cell behind later ones of the same thread; the
-//!   count rules that out: a thread's requests follow one path at a time,
-//!   every hop of which is a FIFO lane. A thread without a route, or for a
+//!   moment. Without the count, a request bounced from a stale cell could
+//!   run behind later ones of the same thread sent by a newer route; with
+//!   it, a thread's requests follow one path at a time, every hop of which
+//!   is a FIFO lane. (Sequence numbers checked by the holder would work
+//!   too, but every holder would then keep per-client state and hold
+//!   requests back itself; the count stays on the client's thread.) A thread without a route, or for a
 //!   property that never moved, pays one thread-local test (`direct::active`).
 //! * **Per-client order.** A client's requests follow one path at a time
 //!   (above), through FIFO lanes only: they run in issue order.
