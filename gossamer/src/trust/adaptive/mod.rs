@@ -75,7 +75,7 @@ use crate::runtime::worker::{Call, Worker};
 
 pub use gate::{Mode, Policy, Thresholds};
 use pending::Ticket;
-use slot::{Held, Node, Owner};
+use slot::{Held, Node, NodeRef, Owner};
 
 /// A wait for the trustee longer than this means its thread is not
 /// running (a served request takes microseconds).
@@ -125,7 +125,7 @@ const DRAIN_WAITS: u32 = 64;
 /// # Ok::<(), gossamer::Error>(())
 /// ```
 pub struct Adaptive<T: Send + 'static> {
-    node: Arc<Node<T>>,
+    node: NodeRef<T>,
 }
 
 impl TrusteeRef {
@@ -156,9 +156,8 @@ fn serve<T, F: FnOnce(&mut T) -> U, U>(owner: &mut Owner<T>, f: F) -> U {
 }
 
 impl<T: Send + 'static> Adaptive<T> {
-    /// The first handle to a new adaptive property, known to the profile.
-    fn made(node: Arc<Node<T>>) -> Self {
-        registry::register(node.trust().profile_id().0 as usize, &node);
+    /// The first handle to a new adaptive property.
+    fn made(node: NodeRef<T>) -> Self {
         Adaptive { node }
     }
 
@@ -168,7 +167,7 @@ impl<T: Send + 'static> Adaptive<T> {
     }
 
     fn key(&self) -> usize {
-        Arc::as_ptr(&self.node) as usize
+        self.node.addr()
     }
 
     /// The worker on which the calling thread may run a closure in place
@@ -401,7 +400,7 @@ impl<T: Send + 'static> Clone for Adaptive<T> {
     /// Another handle to the same property (not a copy of the value).
     fn clone(&self) -> Self {
         self.node.add_handle();
-        Adaptive { node: self.node.clone() }
+        Adaptive { node: self.node.share() }
     }
 }
 
