@@ -395,20 +395,24 @@ impl Gate {
     /// Called now and then by callers that delegate: a delegate window
     /// that has lasted long while the trustee served fewer requests per
     /// second than the lock ran means the trustee's thread is not running
-    /// often enough (a busy or oversubscribed machine): back to the lock.
-    /// The reads are of words the holder writes; a stale one only delays
-    /// or hastens this hint.
-    pub(crate) fn check_progress(&self) {
+    /// often enough (a busy or oversubscribed machine): back to the lock,
+    /// and the trial counts as lost (its rate is recorded, so the next one
+    /// waits its turn). The reads are of words the holder writes; a stale
+    /// one only delays or hastens this hint.
+    pub(crate) fn check_progress(&self) -> Progress {
         if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE || self.mode() != Mode::Delegate {
-            return;
+            return Progress::Unjudged;
         }
         let start = self.window_start.load(Ordering::Relaxed);
         if now_us().wrapping_sub(start) < SLOW_WINDOW_US {
-            return;
+            return Progress::Unjudged;
         }
-        let served = rate(self.served.load(Ordering::Relaxed), start) as u64;
-        if served < self.lock_rate.load(Ordering::Relaxed) as u64 {
-            self.set_mode(Mode::Lock);
+        let served = rate(self.served.load(Ordering::Relaxed), start);
+        if (served as u64) < self.lock_rate.load(Ordering::Relaxed) as u64 {
+            self.lose_trial(served);
+            Progress::Slow
+        } else {
+            Progress::KeepsUp
         }
     }
 
@@ -417,9 +421,44 @@ impl Gate {
     /// elsewhere). Under the adaptive policy, callers go in place.
     pub(crate) fn note_slow_trustee(&self) {
         if self.policy.load(Ordering::Relaxed) == POLICY_ADAPTIVE && self.mode() == Mode::Delegate {
+            self.lose_trial(1);
+        }
+    }
+
+    /// Ends delegation from outside the lock holder's measurement: back to
+    /// lock mode, with `rate` recorded as delegation's if the lock is free
+    /// to take now (else the holder's next window decides).
+    fn lose_trial(&self, rate: u32) {
+        if self.try_lock() {
+            if self.mode() == Mode::Delegate {
+                self.delegate_rate.store(rate.max(1), Ordering::Relaxed);
+                self.stale.store(0, Ordering::Relaxed);
+                self.set_mode(Mode::Lock);
+                self.new_window();
+            }
+            self.unlock();
+        } else {
             self.set_mode(Mode::Lock);
         }
     }
+
+    /// Whether a caller may run in place although the mode says delegate:
+    /// only under the adaptive policy, and never once the value is gone.
+    #[inline]
+    pub(crate) fn may_override(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) == MODE_DELEGATE && self.policy.load(Ordering::Relaxed) == POLICY_ADAPTIVE
+    }
+}
+
+/// What a caller that delegates found about the trustee's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// Not judged (not delegating, or the window is young).
+    Unjudged,
+    /// The trustee served slower than the lock ran: back to the lock.
+    Slow,
+    /// The trustee kept up.
+    KeepsUp,
 }
 
 #[cfg(not(loom))]

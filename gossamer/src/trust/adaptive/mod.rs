@@ -39,10 +39,18 @@
 //!    lock did; in delegate mode the lock is tried again every few windows.
 //!    Ties go to the lock. A blocking call that waited for the trustee far
 //!    longer than serving takes (its thread is preempted, parked or busy
-//!    elsewhere) switches to lock mode at once. The decisions are made by
+//!    elsewhere) switches to lock mode at once, and so does a delegate
+//!    window that a caller finds old and slower than the lock; either
+//!    counts as a lost trial. The decisions are made by
 //!    whoever holds the lock when a window closes, so they need no more
 //!    synchronisation than the lock.
-//! 4. **Where it does not apply.** Callers outside the runtime's workers,
+//! 4. **Per thread and trustee.** A thread that finds a trustee falling
+//!    behind (either finding above) avoids it for a stretch of calls that
+//!    doubles with each finding in a row: it runs its calls to that
+//!    trustee's adaptive properties in place, whatever their mode (rule 1
+//!    makes that safe, and rule 2 is checked as always), instead of each
+//!    property stalling the thread's requests in a trial of its own.
+//! 5. **Where it does not apply.** Callers outside the runtime's workers,
 //!    in another process, and in delegated context (inside a closure or a
 //!    callback, where a nested lock could deadlock) always delegate. The
 //!    value is dropped on the trustee after the last handle, exactly once,
@@ -73,6 +81,7 @@ use crate::fiber;
 use crate::runtime::context;
 use crate::runtime::worker::{Call, Worker};
 
+use gate::Progress;
 pub use gate::{Mode, Policy, Thresholds};
 use pending::Ticket;
 use slot::{Held, Node, NodeRef, Owner};
@@ -177,7 +186,7 @@ impl<T: Send + 'static> Adaptive<T> {
     /// call delegates).
     #[inline]
     fn in_place_here(&self, drain_waits: u32) -> Option<&'static Worker> {
-        if self.node.slot.gate.mode() != Mode::Lock {
+        if !self.routed_in_place() {
             return None;
         }
         let w = context::current()?;
@@ -196,18 +205,31 @@ impl<T: Send + 'static> Adaptive<T> {
             // Let the worker take in the answers; they arrive in order.
             w.yield_now();
             waits += 1;
-            if self.node.slot.gate.mode() != Mode::Lock || w.must_defer() {
+            if !self.routed_in_place() || w.must_defer() {
                 return None;
             }
         }
         Some(w)
     }
 
+    /// Whether the mode sends callers in place, or this thread avoids the
+    /// property's trustee for now (see `pending`).
+    #[inline]
+    fn routed_in_place(&self) -> bool {
+        let gate = &self.node.slot.gate;
+        gate.mode() == Mode::Lock || (gate.may_override() && pending::avoiding(self.trust().trustee as usize))
+    }
+
     /// Whether the calling thread counts its delegated requests (a worker
     /// of this runtime: callers elsewhere never run in place).
     fn ticket(&self) -> Option<Ticket> {
         if pending::check_due() {
-            self.node.slot.gate.check_progress();
+            let t = self.trust().trustee as usize;
+            match self.node.slot.gate.check_progress() {
+                Progress::Slow => pending::trustee_slow(t),
+                Progress::KeepsUp => pending::trustee_keeps_up(t),
+                Progress::Unjudged => {}
+            }
         }
         context::current().filter(|w| w.shared.id == self.trust().runtime).map(|_| Ticket::take(self.key()))
     }
@@ -244,6 +266,7 @@ impl<T: Send + 'static> Adaptive<T> {
         let u = self.trust().apply_as(move |o: &mut Owner<T>| serve(o, f), Call::User("apply"));
         if start.is_some_and(|s| s.elapsed() > SLOW_TRUSTEE) {
             self.node.slot.gate.note_slow_trustee();
+            pending::trustee_slow(self.trust().trustee as usize);
         }
         drop(ticket);
         u
