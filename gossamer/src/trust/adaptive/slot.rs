@@ -447,7 +447,7 @@ mod tests {
             // SAFETY: the chunk is live while this thread fills it.
             let users = || unsafe { chunk.as_ref() }.users.load(Ordering::Relaxed);
             assert!(users() > 1);
-            let clones: Vec<_> = props.iter().map(|p| p.clone()).collect();
+            let clones = props.to_vec();
             drop(props);
             drop(clones);
             // The owners go on the trustee (this thread) when it serves.
