@@ -14,6 +14,9 @@ use gossamer_cli::daemon::SESSIONS;
 use gossamer_cli::proto::{self, ClientMsg, DaemonMsg};
 use gossamer_session::Sealer;
 
+/// What the heartbeat thread needs for one session.
+type Beater = (TcpStream, Arc<Mutex<Sealer>>);
+
 #[test]
 fn sessions_over_the_cap_are_refused_and_the_daemon_recovers() {
     let dir = TempDir::new("caps");
@@ -24,7 +27,7 @@ fn sessions_over_the_cap_are_refused_and_the_daemon_recovers() {
     // silent while the others are still being opened (on a busy machine,
     // opening all of them can take longer than the daemon's silence window).
     let stop = Arc::new(AtomicBool::new(false));
-    let beaters: Arc<Mutex<Vec<(TcpStream, Arc<Mutex<Sealer>>)>>> = Arc::new(Mutex::new(Vec::new()));
+    let beaters: Arc<Mutex<Vec<Beater>>> = Arc::new(Mutex::new(Vec::new()));
     let beat = {
         let (stop, beaters) = (stop.clone(), beaters.clone());
         std::thread::spawn(move || {
