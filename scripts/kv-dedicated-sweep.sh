@@ -66,8 +66,9 @@ tail -n +"$start_row" "$CSV" | awk -F, -v ks="$KS" '
                 line = line sprintf("k=%s %.0f  ", k[i], m)
                 if (m > best) { best = m; bestk = k[i] }
             }
-            a = median(ops[key, "auto"])
-            printf "%-28s %sauto %.0f  auto/best (k=%s) %.2f\n", key, line, a, bestk, best > 0 ? a / best : 0
+            auto = median(ops[key, "auto"])
+            ratio = best > 0 ? auto / best : 0
+            printf "%-28s %sauto %.0f  auto/best (k=%s) %.2f\n", key, line, auto, bestk, ratio
         }
     }' | sort
 changes=$(grep -c "dedicated trustees changed" "$log" || true)
