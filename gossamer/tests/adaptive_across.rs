@@ -8,7 +8,8 @@
 //! `apply_with_then`, `try_apply_with_then`, `apply_with_async`), which
 //! are delegated to the trustee; meanwhile fibers on rank 0 use it in place
 //! or delegated through their own handles, and one of them flips its policy
-//! through delegate, lock and adaptive. Each request carries its client's
+//! through delegate, lock and adaptive; one handle also comes back from
+//! rank 1 to rank 0, where it delegates. Each request carries its client's
 //! sequence number: the tally counts every request once and notes any that
 //! arrives out of its client's order. At the end the totals are exact, no
 //! request ran out of order, and the value is dropped exactly once after
@@ -33,6 +34,8 @@ const FIBERS: usize = 2;
 /// Requests per client fiber.
 const OPS: u64 = 2000;
 const CLIENTS: usize = THREADS * FIBERS;
+/// The client that uses a handle sent back to the owner's process.
+const RETURNED: u32 = CLIENTS as u32;
 
 /// Drops of a tally, in the process that owns it.
 static DROPS: AtomicU32 = AtomicU32::new(0);
@@ -89,11 +92,29 @@ fn remote_client((tally, client): (Adaptive<Tally>, u32)) -> (u32, u64) {
         // The policy is the trustee's to tell, and to set from here too.
         let p = tally.policy();
         tally.set_policy(p);
+        // A handle sent back to the owner's process delegates there too.
+        sent += gossamer::spawn_with(1, returned_client, (tally.clone(), RETURNED)).join().expect("returned client");
     }
     // Waits behind this fiber's earlier requests: all have run.
     let seen = tally.apply_with(|t, c: u32| t.next[c as usize], client);
     assert_eq!(seen, OPS, "client {client}: its last request was the last one counted");
     (client, sent)
+}
+
+/// A client in the owner's process whose handle came from another process:
+/// it delegates every call, closures included (they stay in the process).
+fn returned_client((tally, client): (Adaptive<Tally>, u32)) -> u64 {
+    assert_eq!(tally.mode(), Mode::Delegate);
+    for seq in 0..OPS {
+        if seq % 2 == 0 {
+            tally.apply(move |t| t.add((client, seq)));
+        } else {
+            tally.apply_with_then(Tally::add, (client, seq), |n| assert!(n > 0));
+        }
+    }
+    let seen = tally.apply(move |t| t.next[client as usize]);
+    assert_eq!(seen, OPS, "client {client}: its last request was the last one counted");
+    OPS
 }
 
 /// One client in the owner's process; client 0 also flips the policy.
@@ -126,7 +147,7 @@ fn hammer() {
     if topo.processes.len() > 1 {
         assert!((0..THREADS).all(|t| topo.rank_of(t) == t / per), "{topo:?}");
     }
-    let tally = gossamer::trustee(0).entrust_adaptive(Tally { total: 0, next: vec![0; CLIENTS], misordered: 0 });
+    let tally = gossamer::trustee(0).entrust_adaptive(Tally { total: 0, next: vec![0; CLIENTS + 1], misordered: 0 });
     let mut local = Vec::new();
     let mut remote = Vec::new();
     for t in 0..THREADS {
@@ -150,7 +171,7 @@ fn hammer() {
         sent += n;
     }
     let (total, misordered, next) = tally.apply(|t| (t.total, t.misordered, t.next.clone()));
-    assert_eq!(sent, CLIENTS as u64 * OPS);
+    assert_eq!(sent, (CLIENTS as u64 + 1) * OPS);
     assert_eq!(total, sent, "every request counted exactly once");
     assert_eq!(misordered, 0, "requests out of their client's order");
     assert!(next.iter().all(|&n| n == OPS), "{next:?}");
