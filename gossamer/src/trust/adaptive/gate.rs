@@ -238,6 +238,23 @@ impl Gate {
     /// one measures afresh from the current mode.
     pub(crate) fn set_policy(&self, p: Policy) {
         self.lock();
+        self.set_policy_held(p);
+        self.unlock();
+    }
+
+    /// [`set_policy`](Gate::set_policy) if the lock is free now; whether it
+    /// was. For a caller that must not wait for the lock (it holds another).
+    pub(crate) fn try_set_policy(&self, p: Policy) -> bool {
+        if !self.try_lock() {
+            return false;
+        }
+        self.set_policy_held(p);
+        self.unlock();
+        true
+    }
+
+    /// Sets the policy. Holder only.
+    fn set_policy_held(&self, p: Policy) {
         let (code, mode) = match p {
             Policy::Delegate => (POLICY_DELEGATE, Some(Mode::Delegate)),
             Policy::Adaptive => (POLICY_ADAPTIVE, None),
@@ -248,7 +265,6 @@ impl Gate {
             self.set_mode(m);
         }
         self.forget();
-        self.unlock();
     }
 
     /// Drops every measurement and starts a fresh window. Holder only.

@@ -268,8 +268,8 @@ impl<T> std::ops::Deref for NodeRef<T> {
 }
 
 impl<T> NodeRef<T> {
-    /// The node's address (a key for per-thread bookkeeping).
-    #[inline]
+    /// The node's address.
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn addr(&self) -> usize {
         self.0.as_ptr() as usize
     }
@@ -326,7 +326,12 @@ impl<T: Send + 'static> Node<T> {
         let trust = entrust(Owner(NodeRef(p)));
         std::mem::forget(guard);
         let node = NodeRef(p);
-        registry::register(trust.profile_id().0 as usize, GateRef(NonNull::from(&node.slot.gate)));
+        registry::register(
+            trust.profile_id().0 as usize,
+            trust.runtime,
+            trust.trustee as usize,
+            GateRef(NonNull::from(&node.slot.gate)),
+        );
         // SAFETY: no handle exists yet and the owner never reads the trust:
         // this write is alone.
         unsafe { (*node.trust.get()).write(trust) };
@@ -373,16 +378,24 @@ impl<T: Send + 'static> NodeRef<T> {
 /// can be freed (the owner alone cannot free it while it is registered).
 pub(crate) struct GateRef(NonNull<Gate>);
 
-// SAFETY: only the gate's atomic mode word is read through it, from any
-// thread, while the node is live (see the type's rule).
+// SAFETY: the gate is reached through it from any thread while the node
+// is live (see the type's rule) and only through its atomics and its lock,
+// which are made for sharing.
 unsafe impl Send for GateRef {}
 
 impl GateRef {
+    /// The node's gate. Only while it is registered, under the registry's
+    /// lock.
+    pub(crate) fn gate(&self) -> &Gate {
+        // SAFETY: registered, hence live (see the type's rule); the
+        // registry's lock, held by the caller, orders this use before the
+        // removal.
+        unsafe { self.0.as_ref() }
+    }
+
     /// The node's mode. Only while it is registered.
     pub(crate) fn mode(&self) -> Mode {
-        // SAFETY: registered, hence live (see the type's rule); the
-        // registry's lock orders this read before the removal.
-        unsafe { self.0.as_ref() }.mode()
+        self.gate().mode()
     }
 }
 
@@ -416,7 +429,7 @@ mod tests {
         let gaps = rt.block_on(|| {
             let me = crate::local_trustee();
             let props: Vec<_> = (0..32u64).map(|i| me.entrust_adaptive(i)).collect();
-            let addrs: Vec<usize> = props.iter().map(|p| p.node.addr()).collect();
+            let addrs: Vec<usize> = props.iter().map(|p| p.node_for_tests().addr()).collect();
             addrs.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect::<Vec<_>>()
         });
         let size = std::mem::size_of::<Node<u64>>();
@@ -443,7 +456,7 @@ mod tests {
         rt.block_on(move || {
             let me = crate::local_trustee();
             let props: Vec<_> = (0..100).map(|_| me.entrust_adaptive(Counted(d.clone()))).collect();
-            let chunk = props[0].node.chunk;
+            let chunk = props[0].node_for_tests().chunk;
             // SAFETY: the chunk is live while this thread fills it.
             let users = || unsafe { chunk.as_ref() }.users.load(Ordering::Relaxed);
             assert!(users() > 1);
