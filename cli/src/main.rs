@@ -64,6 +64,12 @@ struct TopArgs {
     /// The trustee that --set changes [default: all].
     #[arg(long, value_name = "N", requires = "set")]
     trustee: Option<usize>,
+    /// Set the policy of an adaptive trust, by the id the table shows:
+    /// `delegate`, `adaptive` or `lock`, e.g. `--set-policy 0x7f3a10=lock`;
+    /// repeatable. Prints the program's settings and adaptive trusts and
+    /// exits.
+    #[arg(long, value_name = "TRUST_ID=POLICY")]
+    set_policy: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -233,6 +239,9 @@ fn go(cli: Cli) -> Result<i32, CliError> {
                     }
                     if !a.set.is_empty() {
                         set.push(top::set_command(&a.set, a.trustee)?);
+                    }
+                    for p in &a.set_policy {
+                        set.push(top::policy_command(p)?);
                     }
                     set
                 },

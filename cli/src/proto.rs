@@ -315,7 +315,11 @@ pub fn program_secret() -> String {
 
 /// SHA-256 of a file's contents.
 pub fn sha256_file(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
-    let mut f = std::fs::File::open(path)?;
+    sha256_reader(&mut std::fs::File::open(path)?)
+}
+
+/// The SHA-256 of everything `f` reads to its end.
+pub fn sha256_reader(f: &mut impl Read) -> std::io::Result<[u8; 32]> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     loop {

@@ -7,8 +7,9 @@
 //! reads a snapshot in the line format documented in the `gossamer` crate's
 //! `profile` module, and prints the trusts and trustees that were busiest
 //! since the last one, with the program's dedicated-trustee count and
-//! trustee parameters (`settings`). `--set-dedicated` and `--set` change
-//! those while the program runs. Nothing here depends on the `gossamer`
+//! trustee parameters (`settings`), and its adaptive trusts with their
+//! policy and current mode (`adaptive`). `--set-dedicated`, `--set` and
+//! `--set-policy` change those while the program runs. Nothing here depends on the `gossamer`
 //! crate: the format is parsed, as bytes from another process, with checks.
 
 use std::io::{BufRead, BufReader, Write};
@@ -291,6 +292,118 @@ pub fn render_settings(s: &Settings) -> String {
     line
 }
 
+/// Adaptive trusts listed in one `adaptive` answer at most (the program
+/// lists at most 10,000 and counts the rest on a `more` line).
+const MAX_ADAPTIVE: usize = 10_000;
+
+/// The policies of an adaptive trust, as the program names them.
+pub const POLICIES: [&str; 3] = ["delegate", "adaptive", "lock"];
+
+/// The modes an adaptive trust can be in.
+const MODES: [&str; 2] = ["delegate", "lock"];
+
+/// One adaptive trust, as the program reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AdaptiveRow {
+    /// Its id (as in the trust table).
+    pub id: u64,
+    /// Its trustee.
+    pub trustee: usize,
+    /// `delegate`, `adaptive` or `lock`.
+    pub policy: String,
+    /// Who runs its closures now: `delegate` (the trustee) or `lock`
+    /// (callers in place).
+    pub mode: String,
+}
+
+impl AdaptiveRow {
+    /// The MODE column: the fixed policy, or `adaptive:` and the mode it
+    /// measured its way to.
+    pub fn label(&self) -> String {
+        if self.policy == "adaptive" {
+            format!("adaptive:{}", self.mode)
+        } else {
+            self.policy.clone()
+        }
+    }
+}
+
+/// The answer to `adaptive`: its rows, and how many the program left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdaptiveList {
+    /// Per adaptive trust.
+    pub rows: Vec<AdaptiveRow>,
+    /// Adaptive trusts beyond those listed.
+    pub more: u64,
+}
+
+/// Parses one answer to `adaptive` (the whole text, `end` line included).
+pub fn parse_adaptive(text: &str) -> Result<AdaptiveList, TopError> {
+    let mut out = AdaptiveList::default();
+    for (n, line) in text.split('\n').enumerate().map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l))) {
+        if n == 1 {
+            if let Some(e) = line.strip_prefix("error ") {
+                return Err(TopError::Refused(e.chars().take(200).collect()));
+            }
+        }
+        let bad = |reason: String| TopError::BadLine { line: n, reason };
+        match line.split_once(' ').unwrap_or((line, "")) {
+            ("end", "") => return Ok(out),
+            ("adaptive", rest) if out.rows.len() < MAX_ADAPTIVE && out.more == 0 => {
+                let f: Vec<&str> = rest.split(' ').collect();
+                let [id, trustee, policy, mode] = f[..] else {
+                    return Err(bad("expected: adaptive ID TRUSTEE POLICY MODE".into()));
+                };
+                let id =
+                    (!id.is_empty() && id.len() <= 16).then(|| u64::from_str_radix(id, 16).ok()).flatten().ok_or_else(
+                        || bad(format!("id {:?} is not hexadecimal", id.chars().take(20).collect::<String>())),
+                    )?;
+                let policy = POLICIES
+                    .into_iter()
+                    .find(|p| *p == policy)
+                    .ok_or_else(|| bad(format!("unknown policy {:?}", policy.chars().take(20).collect::<String>())))?;
+                let mode = MODES
+                    .into_iter()
+                    .find(|m| *m == mode)
+                    .ok_or_else(|| bad(format!("unknown mode {:?}", mode.chars().take(20).collect::<String>())))?;
+                out.rows.push(AdaptiveRow {
+                    id,
+                    trustee: num(n, "trustee", Some(trustee))?,
+                    policy: policy.into(),
+                    mode: mode.into(),
+                });
+            }
+            ("more", rest) if out.more == 0 => {
+                out.more = num(n, "count", Some(rest))?;
+                if out.more == 0 {
+                    return Err(bad("more 0".into()));
+                }
+            }
+            _ => return Err(bad(format!("unexpected line {:?}", line.chars().take(40).collect::<String>()))),
+        }
+    }
+    Err(TopError::Truncated)
+}
+
+/// The adaptive trusts, at most `limit` of them: id, trustee, policy and
+/// current mode.
+pub fn render_adaptive(list: &AdaptiveList, limit: usize) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    if list.rows.is_empty() && list.more == 0 {
+        return s;
+    }
+    let _ = writeln!(s, "\n{:<16} {:>7} {:<9} {:<9}", "ADAPTIVE", "TRUSTEE", "POLICY", "MODE");
+    for r in list.rows.iter().take(limit) {
+        let _ = writeln!(s, "{:<16} {:>7} {:<9} {:<9}", format!("{:#x}", r.id), r.trustee, r.policy, r.mode);
+    }
+    let hidden = list.rows.len().saturating_sub(limit) as u64 + list.more;
+    if hidden > 0 {
+        let _ = writeln!(s, "… and {hidden} more adaptive trusts");
+    }
+    s
+}
+
 /// Where process `pid` serves `gossamer top` (the rule the runtime uses).
 pub fn socket_path(pid: u32) -> PathBuf {
     let xdg = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from).filter(|d| d.is_dir());
@@ -357,6 +470,11 @@ impl Conn {
         Ok(parse_settings(&self.ask("settings", true)?)?)
     }
 
+    /// Reads the program's adaptive trusts.
+    pub fn adaptive(&mut self) -> Result<AdaptiveList, CliError> {
+        Ok(parse_adaptive(&self.ask("adaptive", true)?)?)
+    }
+
     /// Reads the program's stuck dump (text).
     pub fn stuck(&mut self) -> Result<String, CliError> {
         let a = self.ask("stuck", true)?;
@@ -392,6 +510,19 @@ fn short_type(t: &str) -> String {
 /// The table for snapshot `cur`: rates per second since `prev` (taken
 /// `secs` earlier) when given, else totals; the `limit` hottest trusts.
 pub fn render(prev: Option<&Snapshot>, cur: &Snapshot, secs: f64, limit: usize) -> String {
+    render_with_modes(prev, cur, secs, limit, &[])
+}
+
+/// As [`render`], with the MODE column of the trusts found in `adaptive`
+/// (see [`AdaptiveRow::label`]; `-` for plain trusts).
+pub fn render_with_modes(
+    prev: Option<&Snapshot>,
+    cur: &Snapshot,
+    secs: f64,
+    limit: usize,
+    adaptive: &[AdaptiveRow],
+) -> String {
+    let mode = |id: u64| adaptive.iter().find(|a| a.id == id).map_or_else(|| "-".to_string(), AdaptiveRow::label);
     use std::fmt::Write as _;
     let secs = secs.max(1e-9);
     let rate = |now: u64, before: Option<u64>| match before {
@@ -426,14 +557,14 @@ pub fn render(prev: Option<&Snapshot>, cur: &Snapshot, secs: f64, limit: usize) 
     );
     let _ = writeln!(
         s,
-        "{:<16} {:<32} {:>7} {:>12} {:>12} {:>9} {:>9} {:>9}",
-        "TRUST", "TYPE", "TRUSTEE", "REQUESTS", "LOCAL", "SVC-MEAN", "RTT-P50", "RTT-P99"
+        "{:<16} {:<32} {:>7} {:>12} {:>12} {:>9} {:>9} {:>9} {:<17}",
+        "TRUST", "TYPE", "TRUSTEE", "REQUESTS", "LOCAL", "SVC-MEAN", "RTT-P50", "RTT-P99", "MODE"
     );
     for t in trusts.iter().take(limit) {
         let b = before_trust(t.id);
         let _ = writeln!(
             s,
-            "{:<16} {:<32} {:>7} {:>12} {:>12} {:>9} {:>9} {:>9}",
+            "{:<16} {:<32} {:>7} {:>12} {:>12} {:>9} {:>9} {:>9} {:<17}",
             format!("{:#x}", t.id),
             short_type(&t.type_name),
             t.trustee,
@@ -442,6 +573,7 @@ pub fn render(prev: Option<&Snapshot>, cur: &Snapshot, secs: f64, limit: usize) 
             human_ns(t.service_ns.checked_div(t.served).unwrap_or(0)),
             human_ns(t.rtt_p50),
             human_ns(t.rtt_p99),
+            mode(t.id),
         );
     }
     if trusts.len() > limit {
@@ -515,7 +647,9 @@ pub struct TopOpts {
     /// Leave profiling on when exiting.
     pub keep: bool,
     /// Commands that change the program's settings (`dedicated …`,
-    /// `set …`): sent first; then the settings are printed and top exits.
+    /// `set …`, `policy …`): sent first, each checked by the program
+    /// before it changes anything; then the settings (and adaptive trusts)
+    /// are printed and top exits.
     pub set: Vec<String>,
 }
 
@@ -548,6 +682,25 @@ pub fn set_command(pairs: &[String], trustee: Option<usize>) -> Result<String, C
     Ok(cmd)
 }
 
+/// The socket command for `--set-policy TRUST_ID=POLICY` (the id in
+/// hexadecimal, as the table shows it, `0x` optional).
+pub fn policy_command(value: &str) -> Result<String, CliError> {
+    let usage = || {
+        CliError::Usage(format!(
+            "--set-policy {value:?}: expected TRUST_ID=POLICY, with the id as the table shows it (e.g. 0x7f3a10) \
+             and POLICY one of {}",
+            POLICIES.join(", ")
+        ))
+    };
+    let (id, policy) = value.trim().split_once('=').ok_or_else(usage)?;
+    let digits = id.strip_prefix("0x").unwrap_or(id);
+    let id_ok = !digits.is_empty() && digits.len() <= 16 && digits.bytes().all(|b| b.is_ascii_hexdigit());
+    if !id_ok || !POLICIES.contains(&policy) {
+        return Err(usage());
+    }
+    Ok(format!("policy {digits} {policy}"))
+}
+
 /// Runs `gossamer top`, writing tables to `out`.
 pub fn run(opts: &TopOpts, out: &mut dyn Write) -> Result<i32, CliError> {
     let mut conn = Conn::connect(&opts.socket)?;
@@ -555,7 +708,10 @@ pub fn run(opts: &TopOpts, out: &mut dyn Write) -> Result<i32, CliError> {
         for cmd in &opts.set {
             conn.command(cmd)?;
         }
-        let text = render_settings(&conn.settings()?);
+        let mut text = render_settings(&conn.settings()?);
+        if opts.set.iter().any(|c| c.starts_with("policy ")) {
+            text.push_str(&render_adaptive(&conn.adaptive()?, opts.limit));
+        }
         out.write_all(text.as_bytes()).map_err(CliError::io("write the settings"))?;
         return Ok(0);
     }
@@ -567,7 +723,11 @@ pub fn run(opts: &TopOpts, out: &mut dyn Write) -> Result<i32, CliError> {
         while opts.iterations.is_none_or(|n| done < n) {
             std::thread::sleep(opts.interval);
             let cur = conn.snapshot()?;
-            let mut text = render(Some(&prev), &cur, opts.interval.as_secs_f64(), opts.limit);
+            // Programs without adaptive trusts, or older ones, list none.
+            let adaptive = conn.adaptive().unwrap_or_default();
+            let mut text =
+                render_with_modes(Some(&prev), &cur, opts.interval.as_secs_f64(), opts.limit, &adaptive.rows);
+            text.push_str(&render_adaptive(&adaptive, opts.limit));
             // Programs without live settings answer an error: no line then.
             if let Ok(settings) = conn.settings() {
                 let at = text.find('\n').map_or(text.len(), |i| i + 1);

@@ -241,3 +241,87 @@ fn top_sets_the_dedicated_count_and_trustee_parameters_of_a_running_program() {
     let rest = d.finish();
     assert!(rest.contains("shutdown clean: true"), "{rest}");
 }
+
+/// The rows of the ADAPTIVE section of `gossamer top`'s output: id,
+/// policy, mode.
+fn adaptive_rows(out: &str) -> Vec<(String, String, String)> {
+    out.lines()
+        .skip_while(|l| !l.starts_with("ADAPTIVE"))
+        .skip(1)
+        .take_while(|l| l.starts_with("0x"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 4, "{l}");
+            (f[0].to_string(), f[2].to_string(), f[3].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn top_shows_and_sets_the_policy_of_adaptive_trusts_while_the_program_runs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Demo::start(300, &["--adaptive"]);
+    let socket = d.socket.to_str().unwrap().to_string();
+    let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.3"]);
+    assert!(ok, "gossamer top failed:\n{out}\n{err}");
+    assert!(out.lines().any(|l| l.starts_with("TRUST ") && l.trim_end().ends_with("MODE")), "{out}");
+    let rows = adaptive_rows(&out);
+    assert_eq!(rows.len(), 2, "two adaptive counters:\n{out}");
+    for (_, policy, mode) in &rows {
+        assert_eq!(policy, "adaptive", "{out}");
+        assert!(mode == "lock" || mode == "delegate", "{out}");
+    }
+    let (a, b) = (rows[0].0.clone(), rows[1].0.clone());
+
+    // One to delegation, the other to the lock, in one call.
+    let (ok, out, err) =
+        top(&["--socket", &socket, "--set-policy", &format!("{a}=delegate"), "--set-policy", &format!("{b}=lock")]);
+    assert!(ok, "gossamer top --set-policy failed:\n{out}\n{err}");
+    assert!(out.starts_with("dedicated trustees: "), "{out}");
+    let want = vec![
+        (a.clone(), "delegate".to_string(), "delegate".to_string()),
+        (b.clone(), "lock".to_string(), "lock".to_string()),
+    ];
+    assert_eq!(adaptive_rows(&out), want, "{out}");
+
+    // The table shows each trust's mode: the delegating counter's requests
+    // reach its trustee, and its row says so.
+    let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.3"]);
+    assert!(ok, "{out}\n{err}");
+    let row = out.lines().find(|l| l.starts_with(&format!("{a} "))).unwrap_or_else(|| panic!("no row {a}:\n{out}"));
+    assert!(row.trim_end().ends_with(" delegate"), "{row}\n{out}");
+    assert_eq!(adaptive_rows(&out), want, "{out}");
+
+    // Refused commands change nothing: an id that is no adaptive trust (a
+    // plain trust's, or none), and a policy that does not exist (refused
+    // before it is sent).
+    let plain = out
+        .lines()
+        .filter(|l| l.starts_with("0x") && l.trim_end().ends_with(" -"))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .next()
+        .unwrap_or_else(|| panic!("no plain trust in the table:\n{out}"));
+    for id in [plain.as_str(), "0x1"] {
+        let (ok, out, err) = top(&["--socket", &socket, "--set-policy", &format!("{id}=adaptive")]);
+        assert!(!ok && err.contains(&format!("no adaptive trust {id}")), "{id}: {out}\n{err}");
+    }
+    let (ok, _, err) = top(&["--socket", &socket, "--set-policy", &format!("{a}=sometimes")]);
+    assert!(!ok && err.contains("delegate, adaptive, lock"), "{err}");
+    let (ok, _, err) = top(&["--socket", &socket, "--set-policy", "zz=lock"]);
+    assert!(!ok && err.contains("TRUST_ID=POLICY"), "{err}");
+    let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.2"]);
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(adaptive_rows(&out), want, "{out}");
+
+    // Back to measuring, without the `0x`.
+    let (ok, out, err) = top(&["--socket", &socket, "--set-policy", &format!("{}=adaptive", &a[2..])]);
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(adaptive_rows(&out)[0].1, "adaptive", "{out}");
+
+    // Every add made while the policies changed counted once.
+    let rest = d.finish();
+    assert!(rest.contains("exact: true"), "{rest}");
+    assert!(rest.contains(&format!("adaptive {a} policy Adaptive")), "{rest}");
+    assert!(rest.contains(&format!("adaptive {b} policy Lock mode Lock")), "{rest}");
+    assert!(rest.contains("shutdown clean: true"), "{rest}");
+}

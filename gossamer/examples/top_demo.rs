@@ -11,14 +11,16 @@
 //! socket's path. With `--deadlock`, two launched closures also deadlock on
 //! each other's latches, for `gossamer top --stuck` (or `kill -USR1`) to
 //! show; shutdown then abandons them. With `--stdin`, it also stops when
-//! its standard input closes (as tests use it).
+//! its standard input closes (as tests use it). With `--adaptive`, the
+//! fibers also add to two adaptive counters (see `gossamer top
+//! --set-policy`), whose totals it checks at the end.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use gossamer::{Latch, Trust};
+use gossamer::{Adaptive, Latch, Trust};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -26,6 +28,7 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let secs: u64 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(30);
     let deadlock = args.iter().any(|a| a == "--deadlock");
+    let adaptive = args.iter().any(|a| a == "--adaptive");
     if args.iter().any(|a| a == "--stdin") {
         std::thread::spawn(|| {
             let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
@@ -47,11 +50,14 @@ fn main() {
 
     let counters: Vec<Trust<u64>> = (0..4).map(|i| rt.trustee(i % 2).entrust(0)).collect();
     let table: Trust<HashMap<u64, String>> = rt.trustee(1).entrust(HashMap::new());
+    let adaptives: Vec<Adaptive<u64>> =
+        if adaptive { (0..2).map(|i| rt.trustee(i).entrust_adaptive(0)).collect() } else { Vec::new() };
     let mut fibers = Vec::new();
     for f in 0..8u64 {
-        let (counters, table) = (counters.clone(), table.clone());
+        let (counters, table, adaptives) = (counters.clone(), table.clone(), adaptives.clone());
         fibers.push(rt.spawn_on((f % 2) as usize, move || {
             let mut i = 0u64;
+            let mut added = 0u64;
             while !STOP.load(Ordering::Relaxed) {
                 // Counter 0 gets 7 of every 10 requests.
                 let c = &counters[if i % 10 < 7 { 0 } else { 1 + (i % 3) as usize }];
@@ -59,9 +65,22 @@ fn main() {
                 if i % 16 == 0 {
                     table.apply_with_then(|t, k: u64| t.insert(k % 1024, format!("{k}")).is_some(), i, |_| {});
                 }
+                if let Some(a) = adaptives.get((i % 2) as usize) {
+                    if i % 4 < 2 {
+                        a.apply(|v| *v += 1);
+                    } else {
+                        a.apply_then(|v| *v += 1, |()| {});
+                    }
+                    added += 1;
+                }
                 i += 1;
             }
-            i
+            // A waiting call runs after this fiber's earlier requests: once
+            // it returns, every add of this fiber has been made.
+            for a in &adaptives {
+                a.apply(|v| *v);
+            }
+            (i, added)
         }));
     }
     if deadlock {
@@ -76,8 +95,20 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
     STOP.store(true, Ordering::Relaxed);
-    let issued: u64 = fibers.into_iter().map(|h| h.join().expect("fiber")).sum();
+    let (mut issued, mut added) = (0, 0);
+    for h in fibers {
+        let (i, a) = h.join().expect("fiber");
+        issued += i;
+        added += a;
+    }
     println!("{issued} applies issued");
+    if adaptive {
+        for a in &adaptives {
+            println!("adaptive {} policy {:?} mode {:?}", a.profile_id(), a.policy(), a.mode());
+        }
+        let total: u64 = rt.block_on(move || adaptives.iter().map(|a| a.apply(|v| *v)).sum());
+        println!("adaptive adds {added}, counted {total}, exact: {}", added == total);
+    }
     let report = rt.shutdown();
     println!("shutdown clean: {}", report.clean);
 }

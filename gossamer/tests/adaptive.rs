@@ -341,3 +341,64 @@ fn the_profile_shows_each_adaptive_trusts_mode() {
         assert_eq!(p.trust(a.profile_id()).expect("profiled").mode, Some("lock"), "{p}");
     });
 }
+
+/// A thread that found a trustee falling behind runs its calls to that
+/// trustee's other adaptive properties in place while it is still stalled,
+/// even those whose mode says delegate.
+#[test]
+fn a_thread_that_found_its_trustee_stalled_runs_its_other_properties_in_place() {
+    use std::time::{Duration, Instant};
+    within(60, || {
+        let rt = rt(2);
+        rt.block_on(|| {
+            let a = gossamer::trustee(1).entrust_adaptive(0u64);
+            let b = gossamer::trustee(1).entrust_adaptive(0u64);
+            for p in [&a, &b] {
+                // Delegate mode under the adaptive policy, windows too long
+                // to close during the test.
+                p.set_thresholds(Thresholds {
+                    delegate_window_min: 1 << 30,
+                    delegate_window_max: 1 << 30,
+                    ..p.thresholds()
+                });
+                p.set_policy(Policy::Delegate);
+                p.set_policy(Policy::Adaptive);
+                assert_eq!(p.mode(), Mode::Delegate);
+            }
+            let stalls = Arc::new(AtomicUsize::new(0));
+            let s = stalls.clone();
+            // The trustee's thread stalls twice (a worker preempted for
+            // long), serving in between.
+            let staller = gossamer::spawn_on(1, move || {
+                for _ in 0..2 {
+                    s.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(300));
+                    s.fetch_add(1, Ordering::SeqCst);
+                    gossamer::yield_now();
+                }
+            });
+            let wait_for = |n: usize| {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while stalls.load(Ordering::SeqCst) < n {
+                    assert!(Instant::now() < deadline, "the trustee's thread did not stall");
+                    gossamer::yield_now();
+                }
+            };
+            // The first call waits out the first stall: the trustee is
+            // found slow.
+            wait_for(1);
+            a.apply(|v| *v += 1);
+            // During the second stall, a call to the other property runs
+            // in place at once.
+            wait_for(3);
+            b.apply(|v| *v += 1);
+            assert_eq!(
+                stalls.load(Ordering::SeqCst),
+                3,
+                "the call to the other property waited for the stalled trustee"
+            );
+            staller.join().unwrap();
+            assert_eq!(a.apply(|v| *v) + b.apply(|v| *v), 2);
+        });
+    });
+}

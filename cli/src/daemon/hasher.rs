@@ -4,7 +4,6 @@
 //! thread after it starts (under a task limit it could not). When the queue
 //! is full the check is refused, not queued.
 
-use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +20,7 @@ const QUEUE: usize = 16;
 struct Job {
     binary: String,
     sha256: [u8; 32],
-    answer: oneshot::Sender<Result<PathBuf, String>>,
+    answer: oneshot::Sender<Result<policy::Checked, String>>,
 }
 
 /// The pool's queue.
@@ -44,9 +43,9 @@ impl Hasher {
         Ok(Hasher { jobs })
     }
 
-    /// The canonical path of `binary` once the policy allows it and it is an
-    /// executable file with hash `sha256`; else why not.
-    pub async fn check(&self, binary: &str, sha256: [u8; 32]) -> Result<PathBuf, String> {
+    /// `binary` at its canonical path, held open, once the policy allows it
+    /// and it is an executable file with hash `sha256`; else why not.
+    pub async fn check(&self, binary: &str, sha256: [u8; 32]) -> Result<policy::Checked, String> {
         let (answer, rx) = oneshot::channel();
         match self.jobs.try_send(Job { binary: binary.into(), sha256, answer }) {
             Ok(()) => {}
@@ -73,8 +72,7 @@ fn work(rx: &Mutex<Receiver<Job>>, policy: &Policy) {
                 } else {
                     format!("{} is {e}", job.binary)
                 }
-            })?;
-            Ok(canonical)
+            })
         });
         let _ = job.answer.send(r);
     }

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,6 +20,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 use tracing::info;
 
+use super::policy::Checked;
 use super::wire::Out;
 use crate::proto::{self, DaemonMsg, ExitKind, RankSpec, RunningRank, Stream};
 
@@ -47,10 +47,11 @@ pub fn signal_all(ranks: &[Rank], sig: i32) {
     }
 }
 
-/// Starts every rank of `specs` from `path` (the allowed, checked binary),
-/// stopped again if one cannot start (e.g. no process or pipe can be made).
+/// Starts every rank of `specs` from `checked` (the allowed binary, held
+/// open since its check), stopped again if one cannot start (e.g. no
+/// process or pipe can be made).
 pub fn spawn(
-    path: &Path,
+    checked: &Checked,
     args: &[String],
     specs: &[RankSpec],
     registry: &Registry,
@@ -59,8 +60,8 @@ pub fn spawn(
 ) -> Result<Vec<(Rank, Child)>, String> {
     let mut started: Vec<(Rank, Child)> = vec![];
     for spec in specs {
-        let mut cmd = Command::new(path);
-        cmd.args(args).envs(spec.env.iter().map(|(k, v)| (k, v)));
+        let mut cmd = Command::new(checked.exec_path());
+        cmd.arg0(&checked.path).args(args).envs(spec.env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {

@@ -371,6 +371,33 @@ pub(crate) fn word(v: u64) -> Word {
     MaybeUninit::new(v)
 }
 
+/// A `fn(&mut T, V) -> U` carried inside a serialized argument: written as
+/// its offset from the anchor ([`fn_offset`]) and read back as the same
+/// function in the receiving process. It lets code that wraps a user's
+/// `fn` (an adaptive property's trustee takes its lock around it) ship that
+/// `fn` beside the argument. Only the runtime makes and reads one, as part
+/// of an argument whose type, like a request's shim, both sides name from
+/// the same monomorphized code.
+pub(crate) struct FnCode<T, V, U>(pub(crate) fn(&mut T, V) -> U);
+
+impl<T, V, U> Serialize for FnCode<T, V, U> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        fn_offset(self.0 as usize).serialize(s)
+    }
+}
+
+impl<'de, T, V, U> serde::Deserialize<'de> for FnCode<T, V, U> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let offset = i64::deserialize(d)?;
+        // SAFETY: a `FnCode<T, V, U>` is only decoded from the argument of a
+        // request that the program's own code encoded with this same type
+        // (the request's shim, named by offset in the same binary, decodes
+        // exactly the type its sender encoded), so the offset is that of a
+        // `fn(&mut T, V) -> U` of this binary, from `fn_offset`.
+        Ok(FnCode(unsafe { fn_at::<fn(&mut T, V) -> U>(offset) }))
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

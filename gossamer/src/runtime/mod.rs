@@ -18,6 +18,7 @@ pub(crate) mod shared;
 mod signal;
 pub(crate) mod strict;
 pub(crate) mod stuck;
+pub(crate) mod top_adaptive;
 mod top_command;
 mod top_socket;
 pub(crate) mod tuning;

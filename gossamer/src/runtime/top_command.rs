@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use super::top_adaptive::POLICIES;
 use super::tuning::{DedicatedPolicy, TrusteeParams};
 
 /// The longest command line, in bytes (its newline excluded).
@@ -76,6 +77,24 @@ pub(crate) enum Command {
         trustee: Option<usize>,
         changes: Vec<(Key, u64)>,
     },
+    /// Every adaptive property: its policy and current mode.
+    Adaptive,
+    /// `policy ID delegate|adaptive|lock`: the policy of one adaptive
+    /// property, by its profile id (hexadecimal, `0x` optional).
+    Policy {
+        id: u64,
+        policy: &'static str,
+    },
+}
+
+/// A trust id as `snapshot` and `adaptive` write it: 1 to 16 hexadecimal
+/// digits, with or without `0x`.
+fn trust_id(s: &str) -> Result<u64, String> {
+    let digits = s.strip_prefix("0x").unwrap_or(s);
+    if digits.is_empty() || digits.len() > 16 || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("trust id {:?} is not a hexadecimal id (as `adaptive` lists them)", clip(s)));
+    }
+    u64::from_str_radix(digits, 16).map_err(|_| format!("trust id {:?} is too large", clip(s)))
 }
 
 fn number(what: &str, s: &str) -> Result<u64, String> {
@@ -111,6 +130,14 @@ pub(crate) fn parse(line: &str) -> Result<Command, String> {
         ["snapshot"] => Command::Snapshot,
         ["stuck"] => Command::Stuck,
         ["settings"] => Command::Settings,
+        ["adaptive"] => Command::Adaptive,
+        ["policy", id, p] => Command::Policy {
+            id: trust_id(id)?,
+            policy: POLICIES
+                .into_iter()
+                .find(|known| known == p)
+                .ok_or_else(|| format!("unknown policy {:?} (known: {})", clip(p), POLICIES.join(", ")))?,
+        },
         ["dedicated", "auto"] => Command::Dedicated(DedicatedPolicy::Auto),
         ["dedicated", k] => Command::Dedicated(DedicatedPolicy::Fixed(index("dedicated count", k)?)),
         ["set", target, pairs @ ..] => {
@@ -171,6 +198,9 @@ mod tests {
             Ok(Command::Set { trustee: None, changes: vec![(Key::IdleSpinUs, 5), (Key::TightPolls, 0)] })
         );
         assert_eq!(parse("settings"), Ok(Command::Settings));
+        assert_eq!(parse("adaptive"), Ok(Command::Adaptive));
+        assert_eq!(parse("policy 0x7f00aa lock"), Ok(Command::Policy { id: 0x7f00aa, policy: "lock" }));
+        assert_eq!(parse("policy 7F00AA delegate"), Ok(Command::Policy { id: 0x7f00aa, policy: "delegate" }));
         for bad in [
             "dedicated",
             "dedicated -1",
@@ -184,6 +214,15 @@ mod tests {
             "set 0 tight_polls=1e3",
             "profile trustee",
             "hello",
+            "adaptive all",
+            "policy",
+            "policy 0x10",
+            "policy 0x10 sometimes",
+            "policy 0x lock",
+            "policy 0xg1 lock",
+            "policy -1 lock",
+            "policy 0x11112222333344445 lock",
+            "policy 0x10 lock extra",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} decoded");
         }
@@ -217,11 +256,20 @@ mod tests {
                 prop::sample::select(vec![
                     "set", "all", "dedicated", "auto", "profile", "trustee", "0", "1", "18446744073709551616",
                     "tight_polls=3", "idle_spin_us=", "=5", "sleep_poll_us=100", "fiber_yield=99999999999",
+                    "adaptive", "policy", "0x7f", "ffffffffffffffffff", "lock", "delegate", "0x",
                 ]),
                 0..20,
             )
         ) {
             let _ = parse(&words.join(" "));
+        }
+
+        #[test]
+        fn policy_commands_round_trip(id in any::<u64>(), p in prop::sample::select(POLICIES.to_vec()),
+                                      prefix in any::<bool>(), upper in any::<bool>()) {
+            let hex = if upper { format!("{id:X}") } else { format!("{id:x}") };
+            let line = format!("policy {}{hex} {p}", if prefix { "0x" } else { "" });
+            prop_assert_eq!(parse(&line), Ok(Command::Policy { id, policy: p }));
         }
 
         #[test]

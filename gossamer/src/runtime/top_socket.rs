@@ -17,12 +17,17 @@
 //! | `dedicated K`        | `ok`: K dedicated trustees from now on, controller off |
 //! | `dedicated auto`     | `ok`: the controller picks K                      |
 //! | `set all\|N KEY=V …` | `ok`: trustee parameters of every worker, or of N |
+//! | `adaptive`           | `adaptive ID TRUSTEE POLICY MODE` per adaptive trust, `end` |
+//! | `policy ID P`        | `ok`: policy `delegate`, `adaptive` or `lock` for adaptive trust ID |
 //! | anything else        | `error <reason>`                                  |
 //!
 //! A `params` line reads `params N tight_polls=… idle_spin_us=…
 //! sleep_poll_us=… fiber_yield=…`; `set` takes the same keys (see
-//! `TrusteeParams` for their bounds). Lines longer than 1024 bytes are
-//! refused and end the connection.
+//! `TrusteeParams` for their bounds). An `adaptive` line gives the trust's
+//! id in hexadecimal (as `snapshot` does), its trustee, its policy and the
+//! mode it is in now (`delegate` or `lock`); more than 10,000 are cut
+//! short with a line `more N`. `policy` takes the same id, with or without
+//! `0x`. Lines longer than 1024 bytes are refused and end the connection.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -34,6 +39,7 @@ use std::time::Duration;
 use super::profile::{counters, Target};
 use super::shared::Shared;
 use super::stuck;
+use super::top_adaptive;
 use super::top_command::{self, Command, MAX_LINE};
 use super::tuning::DedicatedPolicy;
 
@@ -185,6 +191,8 @@ pub(crate) fn answer(sh: &Arc<Shared>, cmd: &str) -> String {
         }
         Command::Settings => settings(sh),
         Command::Dedicated(p) => ok(super::live::set_policy(sh, p).map_err(|e| e.to_string())),
+        Command::Adaptive => top_adaptive::answer_list(sh.id),
+        Command::Policy { id, policy } => ok(top_adaptive::set_policy(sh.id, id, policy)),
         Command::Set { trustee, changes } => ok((|| {
             let targets: Vec<usize> = match trustee {
                 Some(t) if !sh.is_local(t) => return Err(format!("no trustee {t} in this process")),

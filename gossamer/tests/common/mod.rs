@@ -14,7 +14,10 @@ use std::time::Duration;
 
 /// Runs `f` on its own thread and fails the test if it takes longer than
 /// `secs` seconds, so that a hang becomes a failure instead of a stuck CI.
+/// Under a sanitizer (`GOSSAMER_SANITIZER`), which slows every step and
+/// makes printing a panic's backtrace take seconds, the limit is 4× longer.
 pub fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'static) -> R {
+    let secs = if std::env::var_os("GOSSAMER_SANITIZER").is_some() { secs * 4 } else { secs };
     let (tx, rx) = mpsc::channel();
     let h = std::thread::spawn(move || {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));

@@ -20,8 +20,10 @@
 //! loses. In delegate mode, the lock's last rate is compared at the end of
 //! each window: the property goes back to lock mode as soon as the lock
 //! was about as fast, and in any case every few windows to measure it
-//! again. Ties go to the lock, which is faster for an uncontended caller
-//! and does not depend on the trustee's thread being scheduled.
+//! again; each measurement that confirms delegation doubles that number
+//! of windows (up to 64), and the delegate window keeps its size. Ties go
+//! to the lock, which is faster for an uncontended caller and does not
+//! depend on the trustee's thread being scheduled.
 
 #[cfg(not(loom))]
 use std::sync::OnceLock;
@@ -101,8 +103,11 @@ const SPINS: u32 = 0;
 const DELEGATE_MARGIN: u64 = 110;
 /// The lock wins back at this share (percent) of delegation's rate.
 const LOCK_MARGIN: u64 = 95;
-/// Delegate windows won by delegation before the lock is measured again.
+/// Delegate windows won by delegation before the lock is measured again,
+/// at first; doubled each time the new measurement confirms delegation.
 const STALE_WINDOWS: u32 = 4;
+/// The most delegate windows between two measurements of the lock.
+const MAX_STALE: u32 = 64;
 /// The most contended lock windows between two trials of delegation.
 const MAX_EXPLORE: u32 = 64;
 /// A delegate window older than this (microseconds) is judged by callers
@@ -157,6 +162,8 @@ pub(crate) struct Gate {
     explore_every: AtomicU32,
     /// Delegate windows won by delegation since the lock was measured.
     stale: AtomicU32,
+    /// How many of them make the next measurement of the lock.
+    stale_every: AtomicU32,
     contended_percent: AtomicU32,
     delegate_window_min: AtomicU32,
     delegate_window_max: AtomicU32,
@@ -182,6 +189,7 @@ impl Gate {
             explore: AtomicU32::new(0),
             explore_every: AtomicU32::new(1),
             stale: AtomicU32::new(0),
+            stale_every: AtomicU32::new(STALE_WINDOWS),
             contended_percent: AtomicU32::new(t.contended_percent),
             delegate_window_min: AtomicU32::new(t.delegate_window_min),
             delegate_window_max: AtomicU32::new(t.delegate_window_max),
@@ -230,6 +238,23 @@ impl Gate {
     /// one measures afresh from the current mode.
     pub(crate) fn set_policy(&self, p: Policy) {
         self.lock();
+        self.set_policy_held(p);
+        self.unlock();
+    }
+
+    /// [`set_policy`](Gate::set_policy) if the lock is free now; whether it
+    /// was. For a caller that must not wait for the lock (it holds another).
+    pub(crate) fn try_set_policy(&self, p: Policy) -> bool {
+        if !self.try_lock() {
+            return false;
+        }
+        self.set_policy_held(p);
+        self.unlock();
+        true
+    }
+
+    /// Sets the policy. Holder only.
+    fn set_policy_held(&self, p: Policy) {
         let (code, mode) = match p {
             Policy::Delegate => (POLICY_DELEGATE, Some(Mode::Delegate)),
             Policy::Adaptive => (POLICY_ADAPTIVE, None),
@@ -240,7 +265,6 @@ impl Gate {
             self.set_mode(m);
         }
         self.forget();
-        self.unlock();
     }
 
     /// Drops every measurement and starts a fresh window. Holder only.
@@ -249,6 +273,7 @@ impl Gate {
             a.store(0, Ordering::Relaxed);
         }
         self.explore_every.store(1, Ordering::Relaxed);
+        self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
         self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
         self.new_window();
     }
@@ -338,21 +363,32 @@ impl Gate {
         let d = self.delegate_rate.load(Ordering::Relaxed) as u64;
         let explore = self.explore.load(Ordering::Relaxed) + 1;
         let every = self.explore_every.load(Ordering::Relaxed);
+        let min = self.delegate_window_min.load(Ordering::Relaxed);
         if d == 0 || d * 100 > r as u64 * DELEGATE_MARGIN {
-            // Delegation is unknown, or was faster: switch.
+            // Delegation is unknown, or was faster: switch. When this
+            // measurement confirmed it, measure the lock less often and
+            // go on with the delegate window where it was.
             self.explore.store(0, Ordering::Relaxed);
             self.explore_every.store(1, Ordering::Relaxed);
+            if d == 0 {
+                self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+                self.delegate_window.store(min, Ordering::Relaxed);
+            } else {
+                let se = self.stale_every.load(Ordering::Relaxed);
+                self.stale_every.store((se * 2).min(MAX_STALE), Ordering::Relaxed);
+            }
         } else if explore >= every {
             // The lock was faster; try delegation again now and then,
             // less often each time it loses.
             self.explore.store(0, Ordering::Relaxed);
             self.explore_every.store((every * 2).min(MAX_EXPLORE), Ordering::Relaxed);
+            self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+            self.delegate_window.store(min, Ordering::Relaxed);
         } else {
             self.explore.store(explore, Ordering::Relaxed);
             return;
         }
         self.stale.store(0, Ordering::Relaxed);
-        self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
         self.set_mode(Mode::Delegate);
     }
 
@@ -380,9 +416,14 @@ impl Gate {
         self.delegate_rate.store(r, Ordering::Relaxed);
         let l = self.lock_rate.load(Ordering::Relaxed) as u64;
         let stale = self.stale.load(Ordering::Relaxed) + 1;
-        if l * 100 >= r as u64 * LOCK_MARGIN || stale >= STALE_WINDOWS {
+        let lock_wins = l * 100 >= r as u64 * LOCK_MARGIN;
+        if lock_wins || stale >= self.stale_every.load(Ordering::Relaxed) {
             // The lock was about as fast, or is to be measured again.
             self.stale.store(0, Ordering::Relaxed);
+            if lock_wins {
+                self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+                self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
             self.set_mode(Mode::Lock);
         } else {
             self.stale.store(stale, Ordering::Relaxed);
@@ -395,20 +436,24 @@ impl Gate {
     /// Called now and then by callers that delegate: a delegate window
     /// that has lasted long while the trustee served fewer requests per
     /// second than the lock ran means the trustee's thread is not running
-    /// often enough (a busy or oversubscribed machine): back to the lock.
-    /// The reads are of words the holder writes; a stale one only delays
-    /// or hastens this hint.
-    pub(crate) fn check_progress(&self) {
+    /// often enough (a busy or oversubscribed machine): back to the lock,
+    /// and the trial counts as lost (its rate is recorded, so the next one
+    /// waits its turn). The reads are of words the holder writes; a stale
+    /// one only delays or hastens this hint.
+    pub(crate) fn check_progress(&self) -> Progress {
         if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE || self.mode() != Mode::Delegate {
-            return;
+            return Progress::Unjudged;
         }
         let start = self.window_start.load(Ordering::Relaxed);
         if now_us().wrapping_sub(start) < SLOW_WINDOW_US {
-            return;
+            return Progress::Unjudged;
         }
-        let served = rate(self.served.load(Ordering::Relaxed), start) as u64;
-        if served < self.lock_rate.load(Ordering::Relaxed) as u64 {
-            self.set_mode(Mode::Lock);
+        let served = rate(self.served.load(Ordering::Relaxed), start);
+        if (served as u64) < self.lock_rate.load(Ordering::Relaxed) as u64 {
+            self.lose_trial(served);
+            Progress::Slow
+        } else {
+            Progress::KeepsUp
         }
     }
 
@@ -417,9 +462,46 @@ impl Gate {
     /// elsewhere). Under the adaptive policy, callers go in place.
     pub(crate) fn note_slow_trustee(&self) {
         if self.policy.load(Ordering::Relaxed) == POLICY_ADAPTIVE && self.mode() == Mode::Delegate {
+            self.lose_trial(1);
+        }
+    }
+
+    /// Ends delegation from outside the lock holder's measurement: back to
+    /// lock mode, with `rate` recorded as delegation's if the lock is free
+    /// to take now (else the holder's next window decides).
+    fn lose_trial(&self, rate: u32) {
+        if self.try_lock() {
+            if self.mode() == Mode::Delegate {
+                self.delegate_rate.store(rate.max(1), Ordering::Relaxed);
+                self.stale.store(0, Ordering::Relaxed);
+                self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+                self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
+                self.set_mode(Mode::Lock);
+                self.new_window();
+            }
+            self.unlock();
+        } else {
             self.set_mode(Mode::Lock);
         }
     }
+
+    /// Whether a caller may run in place although the mode says delegate:
+    /// only under the adaptive policy, and never once the value is gone.
+    #[inline]
+    pub(crate) fn may_override(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) == MODE_DELEGATE && self.policy.load(Ordering::Relaxed) == POLICY_ADAPTIVE
+    }
+}
+
+/// What a caller that delegates found about the trustee's progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Progress {
+    /// Not judged (not delegating, or the window is young).
+    Unjudged,
+    /// The trustee served slower than the lock ran: back to the lock.
+    Slow,
+    /// The trustee kept up.
+    KeepsUp,
 }
 
 #[cfg(not(loom))]
@@ -430,4 +512,59 @@ fn yield_thread() {
 #[cfg(loom)]
 fn yield_thread() {
     loom::thread::yield_now();
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// One call in place that found the lock held, after `pause`.
+    fn contended_call(g: &Gate, pause_ms: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(pause_ms));
+        g.lock();
+        g.note_in_place(true);
+        g.unlock();
+    }
+
+    fn served(g: &Gate) {
+        g.lock();
+        g.note_served();
+        g.unlock();
+    }
+
+    /// Delegate windows served until the gate goes back to lock mode.
+    fn windows_until_lock(g: &Gate) -> u32 {
+        let mut n = 0;
+        while g.mode() == Mode::Delegate {
+            served(g);
+            n += 1;
+            assert!(n < 1000, "never measured the lock again");
+        }
+        n
+    }
+
+    /// While delegation keeps winning, the lock is measured again after
+    /// 4 delegate windows, then 8, then 16: each measurement that confirms
+    /// delegation halves how often the next one comes.
+    #[test]
+    fn a_confirmed_delegation_measures_the_lock_less_often() {
+        let g = Gate::new();
+        // Every window one call; a slow lock (one call in 20 ms) against
+        // delegate windows of one request at once.
+        g.set_thresholds(Thresholds {
+            contended_percent: 0,
+            lock_window: 1,
+            delegate_window_min: 1,
+            delegate_window_max: 1,
+        });
+        contended_call(&g, 20);
+        assert_eq!(g.mode(), Mode::Delegate, "unknown delegation is tried");
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(windows_until_lock(&g));
+            contended_call(&g, 20);
+            assert_eq!(g.mode(), Mode::Delegate, "the slow lock loses again");
+        }
+        assert_eq!(seen, [4, 8, 16]);
+    }
 }

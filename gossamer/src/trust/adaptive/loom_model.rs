@@ -3,7 +3,9 @@
 //! the real gate (lock, mode word, measurement) and a model of the request
 //! channel: each client's requests are served in issue order, and a client
 //! runs in place only when all of its requests were served (else it
-//! queues this one too, behind them). Loom checks
+//! queues this one too, behind them). In one model a client avoids the
+//! trustee (as a thread does after finding it slow): it runs in place
+//! whenever nothing of its own is outstanding, whatever the mode. Loom checks
 //! every interleaving (up to a preemption bound) for exclusive access (the
 //! value is a loom-tracked cell), per-client order and exactly-once
 //! effect.
@@ -55,14 +57,16 @@ fn push(held: &mut Held<'_, Log>, c: usize, s: u32) {
     held.value().with_mut(|v| unsafe { (*v).push((c, s)) });
 }
 
-/// One client: each request runs in place when the mode says lock and
-/// none of its own requests is outstanding, else it is queued.
-fn client(w: &World, c: usize) {
+/// One client: each request runs in place when the mode says lock (or the
+/// client avoids the trustee and the gate allows it) and none of its own
+/// requests is outstanding, else it is queued.
+fn client(w: &World, c: usize, avoid: bool) {
     let lane = &w.lanes[c];
     let mut issued = 0;
     for s in 0..OPS {
         let outstanding = lane.served.load(Ordering::Acquire) != issued;
-        if w.slot.gate.mode() == Mode::Lock && !outstanding {
+        let routed = w.slot.gate.mode() == Mode::Lock || (avoid && w.slot.gate.may_override());
+        if routed && !outstanding {
             let mut held = Held::in_place(&w.slot);
             push(&mut held, c, s);
         } else {
@@ -109,7 +113,7 @@ fn check(w: &World) {
     }
 }
 
-fn run(t: Thresholds, flip: bool) {
+fn run(t: Thresholds, flip: bool, avoid: bool) {
     let mut b = loom::model::Builder::new();
     // Bounded preemptions keep the search short (every gate word is a
     // point where loom may switch threads).
@@ -120,7 +124,7 @@ fn run(t: Thresholds, flip: bool) {
         let clients: Vec<_> = (0..CLIENTS)
             .map(|c| {
                 let w = w.clone();
-                loom::thread::spawn(move || client(&w, c))
+                loom::thread::spawn(move || client(&w, c, avoid && c == 0))
             })
             .collect();
         let flipper = flip.then(|| {
@@ -149,10 +153,17 @@ fn switching() -> Thresholds {
 
 #[test]
 fn loom_adaptive_switch_by_measurement() {
-    run(switching(), false);
+    run(switching(), false, false);
 }
 
 #[test]
 fn loom_adaptive_switch_by_set_policy() {
-    run(Thresholds { contended_percent: 100, ..switching() }, true);
+    run(Thresholds { contended_percent: 100, ..switching() }, true, false);
+}
+
+/// A client that avoids the trustee runs in place while the others
+/// delegate and the measurement switches the mode.
+#[test]
+fn loom_adaptive_switch_with_a_client_avoiding_the_trustee() {
+    run(switching(), false, true);
 }

@@ -39,12 +39,23 @@
 //!    lock did; in delegate mode the lock is tried again every few windows.
 //!    Ties go to the lock. A blocking call that waited for the trustee far
 //!    longer than serving takes (its thread is preempted, parked or busy
-//!    elsewhere) switches to lock mode at once. The decisions are made by
+//!    elsewhere) switches to lock mode at once, and so does a delegate
+//!    window that a caller finds old and slower than the lock; either
+//!    counts as a lost trial. The decisions are made by
 //!    whoever holds the lock when a window closes, so they need no more
 //!    synchronisation than the lock.
-//! 4. **Where it does not apply.** Callers outside the runtime's workers,
+//! 4. **Per thread and trustee.** A thread that finds a trustee falling
+//!    behind (either finding above) avoids it for a stretch of calls that
+//!    doubles with each finding in a row: it runs its calls to that
+//!    trustee's adaptive properties in place, whatever their mode (rule 1
+//!    makes that safe, and rule 2 is checked as always), instead of each
+//!    property stalling the thread's requests in a trial of its own.
+//! 5. **Where it does not apply.** Callers outside the runtime's workers,
 //!    in another process, and in delegated context (inside a closure or a
-//!    callback, where a nested lock could deadlock) always delegate. The
+//!    callback, where a nested lock could deadlock) always delegate. A
+//!    handle sent to another process (see `remote`) holds only the trust:
+//!    there every call is a request to the trustee, which serves it under
+//!    the lock like any delegated one. The
 //!    value is dropped on the trustee after the last handle, exactly once,
 //!    when the owner property goes, under the lock, which it leaves
 //!    *retired*: a caller that still reaches the lock in place (only
@@ -60,6 +71,7 @@ mod gate;
 mod loom_model;
 mod pending;
 mod registry;
+mod remote;
 mod slot;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -73,9 +85,11 @@ use crate::fiber;
 use crate::runtime::context;
 use crate::runtime::worker::{Call, Worker};
 
+use gate::Progress;
 pub use gate::{Mode, Policy, Thresholds};
 use pending::Ticket;
-use slot::{Held, Node, Owner};
+use remote::Handle;
+use slot::{Held, Node, NodeRef, Owner};
 
 /// A wait for the trustee longer than this means its thread is not
 /// running (a served request takes microseconds).
@@ -98,7 +112,15 @@ const DRAIN_WAITS: u32 = 64;
 /// guarantees are those of a trust: each closure runs exactly once with
 /// exclusive access, a fiber's requests take effect in the order it issued
 /// them, and the value is dropped once, on its trustee, after the last
-/// handle. The handle serves one process: it is not [`Transferable`].
+/// handle.
+///
+/// A handle is [`Transferable`], like a [`Trust`]: sent to another process
+/// (as an `apply_with` argument, a `spawn_with` argument, a field of a
+/// message), it becomes a handle there on which every call is delegated to
+/// the trustee, never run in place, under the rules of a `Trust` in another
+/// process: its code crosses as a `fn` (`apply_with`, `apply_with_then`,
+/// `try_apply_with_then`, `apply_with_async`), and a generic closure
+/// (`apply`, …) to a trustee in another process is refused in the caller.
 ///
 /// ```
 /// use gossamer::{Mode, Policy};
@@ -125,7 +147,7 @@ const DRAIN_WAITS: u32 = 64;
 /// # Ok::<(), gossamer::Error>(())
 /// ```
 pub struct Adaptive<T: Send + 'static> {
-    node: Arc<Node<T>>,
+    handle: Handle<T>,
 }
 
 impl TrusteeRef {
@@ -156,19 +178,34 @@ fn serve<T, F: FnOnce(&mut T) -> U, U>(owner: &mut Owner<T>, f: F) -> U {
 }
 
 impl<T: Send + 'static> Adaptive<T> {
-    /// The first handle to a new adaptive property, known to the profile.
-    fn made(node: Arc<Node<T>>) -> Self {
-        registry::register(node.trust().profile_id().0 as usize, &node);
-        Adaptive { node }
+    /// The first handle to a new adaptive property (known to the profile
+    /// since its node was made).
+    fn made(node: NodeRef<T>) -> Self {
+        Adaptive { handle: Handle::Local(node) }
     }
 
     #[inline]
     fn trust(&self) -> &Trust<Owner<T>> {
-        self.node.trust()
+        match &self.handle {
+            Handle::Local(node) => node.trust(),
+            Handle::Remote(trust) => trust,
+        }
     }
 
+    /// The node, for a handle made in the property's process.
+    #[inline]
+    fn local(&self) -> Option<&Node<T>> {
+        match &self.handle {
+            Handle::Local(node) => Some(node),
+            Handle::Remote(_) => None,
+        }
+    }
+
+    /// What this thread counts its outstanding requests under: the owner
+    /// property's address, the same for every handle to the property in
+    /// its process, however the handle got there.
     fn key(&self) -> usize {
-        Arc::as_ptr(&self.node) as usize
+        self.trust().profile_id().0 as usize
     }
 
     /// The worker on which the calling thread may run a closure in place
@@ -177,8 +214,9 @@ impl<T: Send + 'static> Adaptive<T> {
     /// thread to it outstanding (a fiber waits for those; elsewhere the
     /// call delegates).
     #[inline]
-    fn in_place_here(&self, drain_waits: u32) -> Option<&'static Worker> {
-        if self.node.slot.gate.mode() != Mode::Lock {
+    fn in_place_here(&self, drain_waits: u32) -> Option<(&'static Worker, &Node<T>)> {
+        let node = self.local()?;
+        if !self.routed_in_place(node) {
             return None;
         }
         let w = context::current()?;
@@ -197,20 +235,39 @@ impl<T: Send + 'static> Adaptive<T> {
             // Let the worker take in the answers; they arrive in order.
             w.yield_now();
             waits += 1;
-            if self.node.slot.gate.mode() != Mode::Lock || w.must_defer() {
+            if !self.routed_in_place(node) || w.must_defer() {
                 return None;
             }
         }
-        Some(w)
+        Some((w, node))
+    }
+
+    /// Whether the mode sends callers in place, or this thread avoids the
+    /// property's trustee for now (see `pending`).
+    #[inline]
+    fn routed_in_place(&self, node: &Node<T>) -> bool {
+        let gate = &node.slot.gate;
+        gate.mode() == Mode::Lock || (gate.may_override() && pending::avoiding(self.trust().trustee as usize))
     }
 
     /// Whether the calling thread counts its delegated requests (a worker
-    /// of this runtime: callers elsewhere never run in place).
+    /// of this runtime in the trustee's process: callers elsewhere never
+    /// run in place).
     fn ticket(&self) -> Option<Ticket> {
-        if pending::check_due() {
-            self.node.slot.gate.check_progress();
+        if let Some(node) = self.local() {
+            if pending::check_due() {
+                let t = self.trust().trustee as usize;
+                match node.slot.gate.check_progress() {
+                    Progress::Slow => pending::trustee_slow(t),
+                    Progress::KeepsUp => pending::trustee_keeps_up(t),
+                    Progress::Unjudged => {}
+                }
+            }
         }
-        context::current().filter(|w| w.shared.id == self.trust().runtime).map(|_| Ticket::take(self.key()))
+        let trust = self.trust();
+        context::current()
+            .filter(|w| w.shared.id == trust.runtime && w.shared.is_local(trust.trustee as usize))
+            .map(|_| Ticket::take(self.key()))
     }
 
     /// Runs `f` on the property, exclusively, and waits for its result, as
@@ -226,13 +283,13 @@ impl<T: Send + 'static> Adaptive<T> {
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
-        if let Some(w) = self.in_place_here(DRAIN_WAITS) {
+        if let Some((w, node)) = self.in_place_here(DRAIN_WAITS) {
             w.check_may_block();
             // A fiber whose calls all run in place never suspends: now and
             // then, let the worker's other fibers and trustee duties run.
             w.local_turn();
             let u = {
-                let mut held = Held::in_place(&self.node.slot);
+                let mut held = Held::in_place(&node.slot);
                 let _g = w.enter_delegated();
                 f(held.value())
             };
@@ -240,11 +297,14 @@ impl<T: Send + 'static> Adaptive<T> {
             return u;
         }
         let ticket = self.ticket();
-        let adaptive = self.node.slot.gate.policy() == Policy::Adaptive;
-        let start = adaptive.then(Instant::now);
+        let adaptive = self.local().filter(|n| n.slot.gate.policy() == Policy::Adaptive);
+        let start = adaptive.map(|n| (n, Instant::now()));
         let u = self.trust().apply_as(move |o: &mut Owner<T>| serve(o, f), Call::User("apply"));
-        if start.is_some_and(|s| s.elapsed() > SLOW_TRUSTEE) {
-            self.node.slot.gate.note_slow_trustee();
+        if let Some((n, s)) = start {
+            if s.elapsed() > SLOW_TRUSTEE {
+                n.slot.gate.note_slow_trustee();
+                pending::trustee_slow(self.trust().trustee as usize);
+            }
         }
         drop(ticket);
         u
@@ -284,9 +344,9 @@ impl<T: Send + 'static> Adaptive<T> {
         G: 'static,
         K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
     {
-        if let Some(w) = self.in_place_here(0) {
+        if let Some((w, node)) = self.in_place_here(0) {
             let r = {
-                let mut held = Held::in_place(&self.node.slot);
+                let mut held = Held::in_place(&node.slot);
                 let _g = w.enter_delegated();
                 catch_unwind(AssertUnwindSafe(|| f(held.value())))
             };
@@ -328,14 +388,25 @@ impl<T: Send + 'static> Adaptive<T> {
         }
     }
 
-    /// The current mode: who runs closures now.
+    /// The current mode: who runs closures now. Always
+    /// [`Mode::Delegate`] on a handle in another process than the trustee.
     pub fn mode(&self) -> Mode {
-        self.node.slot.gate.mode()
+        match self.local() {
+            Some(node) => node.slot.gate.mode(),
+            None => Mode::Delegate,
+        }
     }
 
     /// The policy in force.
+    ///
+    /// # Panics
+    /// On a handle in another process, as [`Trust::apply_with`] (it asks
+    /// the trustee, and waits).
     pub fn policy(&self) -> Policy {
-        self.node.slot.gate.policy()
+        match self.local() {
+            Some(node) => node.slot.gate.policy(),
+            None => remote::policy(self.trust()),
+        }
     }
 
     /// Sets the policy of the property (every handle to it), at once and
@@ -343,18 +414,37 @@ impl<T: Send + 'static> Adaptive<T> {
     /// the mode, [`Policy::Adaptive`] measures from the current mode on.
     /// Callers that read the old mode finish under the lock as before (see
     /// the switch protocol); order and exclusive access hold throughout.
+    ///
+    /// # Panics
+    /// On a handle in another process, as [`Trust::apply_with`] (it asks
+    /// the trustee, and waits).
     pub fn set_policy(&self, p: Policy) {
-        self.node.slot.gate.set_policy(p);
+        match self.local() {
+            Some(node) => node.slot.gate.set_policy(p),
+            None => remote::set_policy(self.trust(), p),
+        }
     }
 
     /// The thresholds of [`Policy::Adaptive`] for this property.
+    ///
+    /// # Panics
+    /// As [`policy`](Adaptive::policy).
     pub fn thresholds(&self) -> Thresholds {
-        self.node.slot.gate.thresholds()
+        match self.local() {
+            Some(node) => node.slot.gate.thresholds(),
+            None => remote::thresholds(self.trust()),
+        }
     }
 
     /// Sets the thresholds of [`Policy::Adaptive`] for this property.
+    ///
+    /// # Panics
+    /// As [`set_policy`](Adaptive::set_policy).
     pub fn set_thresholds(&self, t: Thresholds) {
-        self.node.slot.gate.set_thresholds(t);
+        match self.local() {
+            Some(node) => node.slot.gate.set_thresholds(t),
+            None => remote::set_thresholds(self.trust(), t),
+        }
     }
 
     /// The trustee that serves delegated requests and drops the value.
@@ -400,19 +490,39 @@ impl<U, G: FnOnce(Result<U, Panicked>)> ThenKind<U, Counted<G>> for TryThen {
 impl<T: Send + 'static> Clone for Adaptive<T> {
     /// Another handle to the same property (not a copy of the value).
     fn clone(&self) -> Self {
-        self.node.add_handle();
-        Adaptive { node: self.node.clone() }
+        let handle = match &self.handle {
+            Handle::Local(node) => {
+                node.add_handle();
+                Handle::Local(node.share())
+            }
+            Handle::Remote(trust) => Handle::Remote(trust.clone()),
+        };
+        Adaptive { handle }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+impl<T: Send + 'static> Adaptive<T> {
+    /// The node of a handle made in the property's process.
+    pub(crate) fn node_for_tests(&self) -> &NodeRef<T> {
+        match &self.handle {
+            Handle::Local(node) => node,
+            Handle::Remote(_) => panic!("a handle from another process has no node here"),
+        }
     }
 }
 
 impl<T: Send + 'static> Drop for Adaptive<T> {
     fn drop(&mut self) {
-        self.node.drop_handle();
+        // A handle in another process holds its own trust, dropped with it.
+        if let Handle::Local(node) = &self.handle {
+            node.drop_handle();
+        }
     }
 }
 
 impl<T: Send + 'static> std::fmt::Debug for Adaptive<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Adaptive").field("trust", self.trust()).field("mode", &self.node.slot.gate.mode()).finish()
+        f.debug_struct("Adaptive").field("trust", self.trust()).field("mode", &self.mode()).finish()
     }
 }

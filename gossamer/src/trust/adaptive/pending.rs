@@ -11,6 +11,17 @@
 //! and a property whose counter another one shares may see requests as
 //! outstanding that are not its own (it then waits or delegates, which is
 //! always allowed), never the reverse.
+//!
+//! Each thread also keeps, per trustee, whether it is *avoiding* it: after
+//! it saw the trustee fall behind (its thread preempted or busy, on an
+//! oversubscribed machine), it runs its calls to that trustee's adaptive
+//! properties in place for a while, whatever their mode says, instead of
+//! each property trying delegation on its own and stalling the thread's
+//! requests behind a trustee that is not running. A call in place is
+//! always allowed (every access holds the lock); only per-client order
+//! restricts it, and that is checked as before. The stretch doubles with
+//! each slow finding in a row and is forgotten once the thread sees the
+//! trustee keep up.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -21,7 +32,18 @@ const BUCKETS: usize = 1024;
 /// Delegated calls between two checks of the delegate window's progress.
 const CHECK_EVERY: u32 = 64;
 
+/// Trustees a thread tracks (by trustee number modulo this; trustees that
+/// share an entry share the decision, which is always allowed).
+const TRUSTEES: usize = 64;
+
+/// Calls in place after a first slow finding; doubled per finding in a
+/// row, up to [`MAX_STRIKES`] doublings.
+const AVOID_CALLS: u32 = 1 << 13;
+const MAX_STRIKES: u8 = 9;
+
 thread_local! {
+    static AVOID: [Cell<u32>; TRUSTEES] = const { [const { Cell::new(0) }; TRUSTEES] };
+    static STRIKES: [Cell<u8>; TRUSTEES] = const { [const { Cell::new(0) }; TRUSTEES] };
     static CALLS: Cell<u32> = const { Cell::new(0) };
     static PENDING: [Cell<u32>; BUCKETS] = const { [const { Cell::new(0) }; BUCKETS] };
 }
@@ -49,6 +71,40 @@ pub(crate) fn check_due() -> bool {
             n % CHECK_EVERY == 0
         })
         .unwrap_or(false)
+}
+
+/// True while this thread avoids delegating to trustee `t`; counts the
+/// call against the stretch.
+#[inline]
+pub(crate) fn avoiding(t: usize) -> bool {
+    AVOID
+        .try_with(|a| {
+            let c = &a[t % TRUSTEES];
+            let n = c.get();
+            if n == 0 {
+                return false;
+            }
+            c.set(n - 1);
+            true
+        })
+        .unwrap_or(false)
+}
+
+/// This thread found trustee `t` falling behind: avoid it for a stretch,
+/// twice as long as the last one if that was a finding too.
+pub(crate) fn trustee_slow(t: usize) {
+    let _ = STRIKES.try_with(|s| {
+        let s = &s[t % TRUSTEES];
+        let n = s.get();
+        s.set((n + 1).min(MAX_STRIKES));
+        let _ = AVOID.try_with(|a| a[t % TRUSTEES].set(AVOID_CALLS << n));
+    });
+}
+
+/// This thread found trustee `t` keeping up: the next finding starts the
+/// stretches afresh.
+pub(crate) fn trustee_keeps_up(t: usize) {
+    let _ = STRIKES.try_with(|s| s[t % TRUSTEES].set(0));
 }
 
 /// One outstanding delegated request of this thread to one property; it
