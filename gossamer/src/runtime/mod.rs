@@ -9,6 +9,7 @@ mod handle;
 mod host;
 pub(crate) mod join;
 mod live;
+pub(crate) mod migrate_hooks;
 mod observe;
 pub(crate) mod park;
 mod parker;
@@ -285,7 +286,9 @@ impl Runtime {
             }
         }
         // Moved values whose new trustee never registered them.
-        crate::trust::migrate::transit::drop_left(self.shared.id);
+        if let Some(hooks) = migrate_hooks::HOOKS.get() {
+            (hooks.drop_left)(self.shared.id);
+        }
         self.shared.unregister();
     }
 }

@@ -437,8 +437,9 @@ pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
     // SAFETY: `h` is live, on its trustee.
     if let Route::Forward(..) = unsafe { route(h) } {
         // A moved property's origin: its client routes retire first.
-        // SAFETY: per the contract.
-        return unsafe { crate::trust::migrate::origin::release(w, h) };
+        let hooks = super::migrate_hooks::HOOKS.get().expect("gossamer: a forwarding record without a move");
+        // SAFETY: per the contract, which the hook shares.
+        return unsafe { (hooks.release_origin)(w, h) };
     }
     w.unregister(h);
     // SAFETY: unregistered just now, so dropped only here.
