@@ -28,6 +28,7 @@ fn within(secs: u64, f: impl FnOnce() + Send + 'static) {
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "runs a runtime with fibers")]
 fn after_a_move_a_client_sends_to_the_holder_directly() {
     within(60, || {
         const N: u64 = 2000;
