@@ -153,7 +153,28 @@ fn compare(scripts: &[&[&str]]) {
                 // Let memcached's crawler finish, or it answers BUSY.
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
+            if step.ends_with("lru_crawler disable\r\n") {
+                crawler_stopped(&mc);
+            }
         }
+    }
+}
+
+/// Waits until memcached's crawler thread has exited. `lru_crawler
+/// disable` answers `OK` before it has: until then memcached still counts
+/// the crawler as enabled, so a `metadump` answers `ERROR an unknown error
+/// happened` and an `enable` fails, on a busy machine for a while.
+fn crawler_stopped(mc: &Proc) {
+    let mut raw = mc.raw();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        raw.send(b"stats settings\r\n");
+        let settings = String::from_utf8_lossy(&raw.recv_until(b"END\r\n")).into_owned();
+        if settings.contains("STAT lru_crawler no\r\n") {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "memcached's crawler thread did not stop:\n{settings}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
