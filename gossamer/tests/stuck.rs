@@ -78,23 +78,35 @@ fn a_deadlock_between_two_launches_shows_in_the_dump() {
         let b = rt.trustee(1).entrust(Latch::new(2u16));
         // Launch 1 holds `a`'s latch and launches on `b`; launch 2 holds
         // `b`'s latch and launches on `a`. Each inner launch waits for a
-        // latch the other outer launch holds: a deadlock.
+        // latch the other outer launch holds: a deadlock. Neither outer
+        // launch goes on before both hold their latch, or the first could
+        // finish before the second begins.
         let (a1, b1, a2, b2) = (a.clone(), b.clone(), a.clone(), b.clone());
-        static GO: AtomicBool = AtomicBool::new(false);
+        static HOLDS_A: AtomicBool = AtomicBool::new(false);
+        static HOLDS_B: AtomicBool = AtomicBool::new(false);
+        fn both_held(mine: &AtomicBool, other: &AtomicBool) {
+            mine.store(true, Ordering::SeqCst);
+            while !other.load(Ordering::SeqCst) {
+                gossamer::yield_now();
+            }
+        }
         rt.spawn_on(0, move || {
             a1.launch_with(
                 |_, b: gossamer::Trust<Latch<u16>>| {
-                    GO.store(true, Ordering::Relaxed);
+                    both_held(&HOLDS_A, &HOLDS_B);
                     b.launch(|v| *v)
                 },
                 b1,
             )
         });
         rt.spawn_on(1, move || {
-            while !GO.load(Ordering::Relaxed) {
-                gossamer::yield_now();
-            }
-            b2.launch_with(|_, a: gossamer::Trust<Latch<u16>>| a.launch(|v| *v), a2)
+            b2.launch_with(
+                |_, a: gossamer::Trust<Latch<u16>>| {
+                    both_held(&HOLDS_B, &HOLDS_A);
+                    a.launch(|v| *v)
+                },
+                a2,
+            )
         });
         let d = dump_until(&rt, |d| {
             d.waiting.iter().filter(|f| matches!(f.on, WaitOn::Launch(_))).count() >= 4
