@@ -90,6 +90,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::thread;
 
 pub(crate) mod direct;
+pub(crate) mod follow;
 #[cfg(all(test, loom))]
 mod loom_model;
 pub(crate) mod origin;
@@ -587,6 +588,8 @@ unsafe fn move_value<T: Send + 'static>(w: &Worker, cell: *mut PropertyCell<T>) 
     let value = unsafe { ManuallyDrop::take(&mut *(*cell).value.get()) };
     let id = w.new_id();
     let new = PropertyCell::new_boxed(value, id).cast::<Header>();
+    // SAFETY: per the contract; `new` is not published yet.
+    unsafe { follow::carry(w, cell.cast(), new) };
     transit::departed(w.shared.id, new);
     (new, id)
 }
