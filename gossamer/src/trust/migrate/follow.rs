@@ -159,7 +159,12 @@ impl<T: Send + 'static> Trust<T> {
         }
         let w = self.worker_here("set_migration_policy");
         let origin = self.cell.as_ptr();
-        call(w, self.trustee as usize, origin, SetPolicy { policy, origin_t: self.trustee as usize, origin: origin.addr() });
+        call(
+            w,
+            self.trustee as usize,
+            origin,
+            SetPolicy { policy, origin_t: self.trustee as usize, origin: origin.addr() },
+        );
         Ok(())
     }
 }

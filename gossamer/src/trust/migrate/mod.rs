@@ -76,6 +76,11 @@
 //! cell (`blocked`) before each closure, and a record is one more bit of
 //! that word. Only the requests of moved properties take the slow path.
 //!
+//! A property may also move by itself, to where its requests come from
+//! (`follow`, [`MigrationPolicy::Follow`](crate::MigrationPolicy)): another
+//! bit of the same word makes its holder count each request, and a move it
+//! asks for is an ordinary one, started on the origin's thread.
+//!
 //! Within one process only: a property moves only between trustees of its
 //! process, and a request that comes from another process, or a launched
 //! closure (`launch` on a `Trust<Latch<T>>`), reaching a moved property is
