@@ -217,3 +217,70 @@ fn parameters_out_of_bounds_are_refused_and_change_nothing() {
         });
     });
 }
+
+/// Counts its drops.
+struct Counted(Arc<AtomicUsize>);
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn frequent_moves_it_asks_for_keep_every_request_once_in_order_and_drop_it_once() {
+    within(240, || {
+        const CLIENTS: u32 = 6;
+        const PER_CLIENT: u32 = 2000;
+        let drops = Arc::new(AtomicUsize::new(0));
+        let rt = rt(3);
+        let d = drops.clone();
+        let places = rt.block_on(move || {
+            let t = gossamer::trustee(0).entrust((State::default(), Counted(d)));
+            // As eager as it gets: a move whenever one thread issued most of
+            // 16 requests, no rest, no stronger share to go back.
+            let eager = FollowParams { window: 16, share_percent: 51, return_percent: 51, rest_windows: 0 };
+            t.set_migration_policy(MigrationPolicy::Follow(eager)).unwrap();
+            let clients: Vec<_> = (0..CLIENTS)
+                .map(|c| {
+                    let t = t.clone();
+                    // Threads 1 and 2 in turns, in bursts, so that each
+                    // leads now and then.
+                    gossamer::spawn_on(1 + c as usize % 2, move || {
+                        for s in 0..PER_CLIENT {
+                            if s % 3 == 0 {
+                                t.apply(move |(st, _)| st.run(c, s));
+                            } else {
+                                t.apply_then(move |(st, _)| st.run(c, s), |_| {});
+                            }
+                            if s % 200 == 199 {
+                                for _ in 0..c * 4 {
+                                    gossamer::yield_now();
+                                }
+                            }
+                        }
+                        t.apply(|_| ());
+                    })
+                })
+                .collect();
+            for c in clients {
+                c.join().unwrap();
+            }
+            let (total, log, places) =
+                t.apply(|(st, _)| (st.total, std::mem::take(&mut st.log), st.places.clone()));
+            assert_eq!(total, u64::from(CLIENTS * PER_CLIENT), "every request once");
+            check_order(&log, CLIENTS, PER_CLIENT);
+            places
+        });
+        for _ in 0..5000 {
+            if drops.load(Ordering::SeqCst) >= 1 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "the property was not dropped exactly once");
+        drop(rt);
+        assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped again at shutdown");
+        assert!(places.len() > 2, "it hardly moved ({places:?}): the test lost its point");
+        eprintln!("moves: {}", places.len() - 1);
+    });
+}
