@@ -13,7 +13,7 @@
 //!   reaches it directly once trustee 0 has told it where it is.
 //!
 //! Then the follow rows (`follow.rs`): the counter on trustee 0 while its
-//! hot clients run on the last worker, with the default policy
+//! clients all run on the last worker, with the default policy
 //! (`hot-stay`) and with `MigrationPolicy::Follow` (`hot-follow`, which
 //! moves it to them by itself; `moves` says how often it moved).
 //!
