@@ -265,8 +265,7 @@ fn frequent_moves_it_asks_for_keep_every_request_once_in_order_and_drop_it_once(
             for c in clients {
                 c.join().unwrap();
             }
-            let (total, log, places) =
-                t.apply(|(st, _)| (st.total, std::mem::take(&mut st.log), st.places.clone()));
+            let (total, log, places) = t.apply(|(st, _)| (st.total, std::mem::take(&mut st.log), st.places.clone()));
             assert_eq!(total, u64::from(CLIENTS * PER_CLIENT), "every request once");
             check_order(&log, CLIENTS, PER_CLIENT);
             places

@@ -104,8 +104,8 @@ pub(crate) struct Header {
     forward: Cell<(u32, *mut Header, u64)>,
     /// Requests of this thread that wait while `DRAINING`, in order.
     held: UnsafeCell<Vec<Box<dyn FnOnce()>>>,
-    /// Set with `FOLLOW`: where the property's requests came from lately.
-    follow: UnsafeCell<Option<Box<crate::trust::migrate::follow::State>>>,
+    /// Set with `FOLLOW`: told of each closure before it runs.
+    follow: UnsafeCell<Option<Box<dyn Follow>>>,
     drop_value: unsafe fn(*mut Header),
     free: unsafe fn(*mut Header),
 }
@@ -198,7 +198,7 @@ pub(crate) unsafe fn check_reachable(h: *const Header) -> Result<(), &'static st
         Ok(())
     } else if b == FOLLOW {
         // SAFETY: per the contract; a closure is about to reach the value.
-        unsafe { crate::trust::migrate::follow::observe(h) };
+        unsafe { observe(h) };
         Ok(())
     } else if b & DROPPED != 0 {
         Err(GONE)
@@ -206,6 +206,36 @@ pub(crate) unsafe fn check_reachable(h: *const Header) -> Result<(), &'static st
         Err(MOVED_AWAY)
     } else {
         Err(LENT)
+    }
+}
+
+/// What a property that follows its requests keeps in the cell that holds
+/// its value (`trust::migrate::follow` implements it): the trustee tells
+/// it of each closure before it runs.
+pub(crate) trait Follow: std::any::Any {
+    /// A closure is about to run on the cell at `h`, whose state this is.
+    ///
+    /// # Safety
+    /// `h` must be a live header that holds its value, on its trustee
+    /// thread, between closures.
+    unsafe fn observe(&mut self, h: *const Header);
+
+    /// For the implementation to reach its own type.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
+/// Tells the follow state of the cell at `h` of a closure about to run.
+///
+/// # Safety
+/// As for [`Follow::observe`], and `FOLLOW` set.
+#[cold]
+#[inline(never)]
+unsafe fn observe(h: *const Header) {
+    // SAFETY: per the contract; the state is reached only on this thread,
+    // by one step at a time.
+    if let Some(st) = unsafe { (*(*h).follow.get()).as_deref_mut() } {
+        // SAFETY: per the contract.
+        unsafe { st.observe(h) }
     }
 }
 
@@ -305,7 +335,7 @@ pub(crate) unsafe fn hold(h: *mut Header, f: Box<dyn FnOnce()>) {
 /// `h` must be a live header that holds its value, on its trustee thread
 /// (or not yet published to any other thread), with no reference from
 /// [`follow_state`] alive.
-pub(crate) unsafe fn put_follow(h: *const Header, st: Box<crate::trust::migrate::follow::State>) {
+pub(crate) unsafe fn put_follow(h: *const Header, st: Box<dyn Follow>) {
     // SAFETY: per the contract.
     let hd = unsafe { &*h };
     // SAFETY: touched only on this thread, not borrowed (per the contract).
@@ -317,7 +347,7 @@ pub(crate) unsafe fn put_follow(h: *const Header, st: Box<crate::trust::migrate:
 ///
 /// # Safety
 /// As for [`put_follow`].
-pub(crate) unsafe fn take_follow(h: *const Header) -> Option<Box<crate::trust::migrate::follow::State>> {
+pub(crate) unsafe fn take_follow(h: *const Header) -> Option<Box<dyn Follow>> {
     // SAFETY: per the contract.
     let hd = unsafe { &*h };
     hd.blocked.set(hd.blocked.get() & !FOLLOW);
@@ -330,7 +360,7 @@ pub(crate) unsafe fn take_follow(h: *const Header) -> Option<Box<crate::trust::m
 /// # Safety
 /// `h` must be a live header on its trustee thread; the reference must not
 /// outlive the caller's step, nor overlap another one to the same state.
-pub(crate) unsafe fn follow_state<'a>(h: *const Header) -> Option<&'a mut crate::trust::migrate::follow::State> {
+pub(crate) unsafe fn follow_state<'a>(h: *const Header) -> Option<&'a mut dyn Follow> {
     // SAFETY: per the contract.
     unsafe { (*(*h).follow.get()).as_deref_mut() }
 }

@@ -6,7 +6,8 @@
 //!
 //! A property with the policy carries a [`State`] in the cell that holds
 //! its value, and a bit (`FOLLOW`) in the word its trustee tests before
-//! every closure (`property::check_reachable`); a property without the
+//! every closure (`property::check_reachable`, which then calls
+//! [`Follow::observe`]); a property without the
 //! policy pays nothing more than that test, which it paid already. With
 //! the bit set, the trustee counts each request, before it runs, for the
 //! thread that issued it: the client whose batch it serves, or itself for
@@ -42,6 +43,7 @@
 //! The state travels with the value (`move_value` calls [`carry`]), its
 //! counts cleared.
 
+use std::any::Any;
 use std::thread;
 
 use super::{call, relay, run_here, start_move, Request};
@@ -49,7 +51,7 @@ use crate::channel::record::{take_value, Responder};
 use crate::channel::slot::Word;
 use crate::error::Error;
 use crate::runtime::context;
-use crate::runtime::property::{self, Header, PropertyCell, SendPtr};
+use crate::runtime::property::{self, Follow, Header, PropertyCell, SendPtr};
 use crate::runtime::worker::{Call, Completion, Worker};
 use crate::trust::Trust;
 
@@ -232,26 +234,33 @@ impl State {
     }
 }
 
-/// Counts a request that is about to run on the cell at `h`, which has the
-/// `FOLLOW` bit, and asks for a move at the end of a window that calls for
-/// one.
+impl Follow for State {
+    /// Counts the request about to run, and asks for a move at the end of
+    /// a window that calls for one.
+    unsafe fn observe(&mut self, h: *const Header) {
+        let Some(w) = context::current() else { return };
+        // A request a trustee serves comes from the client of the batch;
+        // one it runs outside a batch, from one of its own fibers.
+        let client = if w.in_delegated() { w.serving.get() } else { w.index };
+        let Some(to) = self.count(client, w.index, |t| w.shared.is_local(t)) else { return };
+        tracing::debug!(trustee = w.index, to, "a following property moves to where its requests come from");
+        // SAFETY: per the contract.
+        unsafe { ask(w, self, h.cast_mut(), to) }
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Starts moving the property whose value is in the cell `h` of this
+/// thread (its follow state `st`) to trustee `to`, after the closure that
+/// is about to run.
 ///
 /// # Safety
-/// `h` must be a live header that holds its value, on its trustee thread,
-/// between closures.
-#[cold]
-#[inline(never)]
-pub(crate) unsafe fn observe(h: *const Header) {
-    let Some(w) = context::current() else { return };
-    // A request a trustee serves comes from the client of the batch; one
-    // it runs outside a batch, from one of its own fibers.
-    let client = if w.in_delegated() { w.serving.get() } else { w.index };
-    // SAFETY: per the contract; the reference ends with this step.
-    let Some(st) = (unsafe { property::follow_state(h) }) else { return };
-    let Some(to) = st.count(client, w.index, |t| w.shared.is_local(t)) else { return };
-    tracing::debug!(trustee = w.index, to, "a following property moves to where its requests come from");
+/// As for [`Follow::observe`].
+unsafe fn ask(w: &Worker, st: &State, h: *mut Header, to: usize) {
     let (origin_t, origin, mover) = (st.origin_t, st.origin, st.mover);
-    let h = h.cast_mut();
     if origin_t == w.index && h.addr() == origin {
         // Never moved: this cell is the origin, and it lives until the
         // deferred move has run (deferred work runs before releases).
@@ -267,7 +276,7 @@ pub(crate) unsafe fn observe(h: *const Header) {
     // SAFETY: per the contract.
     let Some(id) = (unsafe { property::sole_id(h) }) else { return };
     let holder = (w.index, SendPtr(h));
-    let ask = move || {
+    let run = move || {
         let holder = holder;
         let w = context::current().expect("gossamer: runtime message outside a worker");
         if let Some(o) = super::origin::holding(origin, holder.0, holder.1 .0, id) {
@@ -277,11 +286,11 @@ pub(crate) unsafe fn observe(h: *const Header) {
         }
     };
     if origin_t == w.index {
-        w.defer(Box::new(ask));
+        w.defer(Box::new(run));
     } else {
         w.send(origin_t, move || {
             let w = context::current().expect("gossamer: runtime message outside a worker");
-            w.defer(Box::new(ask));
+            w.defer(Box::new(run));
         });
     }
 }
@@ -308,7 +317,9 @@ unsafe fn mover<T: Send + 'static>(w: &Worker, origin: *mut Header, to: usize) {
 pub(super) unsafe fn carry(w: &Worker, old: *mut Header, new: *mut Header) {
     // SAFETY: per the contract.
     if let Some(mut st) = unsafe { property::take_follow(old) } {
-        st.moved_from(w.index);
+        if let Some(st) = st.as_any_mut().downcast_mut::<State>() {
+            st.moved_from(w.index);
+        }
         // SAFETY: per the contract.
         unsafe { property::put_follow(new, st) };
     }
@@ -336,7 +347,7 @@ impl<T: Send + 'static> Request<T> for SetPolicy {
             MigrationPolicy::Stay => drop(unsafe { property::take_follow(h) }),
             MigrationPolicy::Follow(params) => {
                 // SAFETY: as above.
-                match unsafe { property::follow_state(h) } {
+                match unsafe { property::follow_state(h) }.and_then(|st| st.as_any_mut().downcast_mut::<State>()) {
                     Some(st) => st.params = params,
                     None => {
                         let st = State::new(params, self.origin_t, self.origin, mover::<T>, w.shared.n);
