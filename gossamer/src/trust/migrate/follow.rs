@@ -7,13 +7,13 @@
 //! A property with the policy carries a [`State`] in the cell that holds
 //! its value, and a bit (`FOLLOW`) in the word its trustee tests before
 //! every closure (`property::check_reachable`, which then calls
-//! [`Follow::observe`]); a property without the
-//! policy pays nothing more than that test, which it paid already. With
-//! the bit set, the trustee counts each request, before it runs, for the
-//! thread that issued it: the client whose batch it serves, or itself for
-//! a request of one of its own fibers. (Requests an origin relays count
-//! for the origin's thread; a client that keeps sending learns its direct
-//! route after a few, see `direct`.)
+//! [`Follow::observe`]); a property without the policy pays nothing more
+//! than that test, which it paid already. With the bit set, the trustee
+//! counts each request, before it runs, for the thread that issued it: the
+//! client whose batch it serves, or itself for a request of one of its own
+//! fibers. (Requests an origin or a record relays count for the relaying
+//! thread; a client that keeps sending learns its direct route after a
+//! few, see `direct`.)
 //!
 //! Every `window` requests the trustee closes a window: if one thread of
 //! this process issued at least `share_percent` % of them and it is not
