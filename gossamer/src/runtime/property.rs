@@ -45,6 +45,11 @@
 //! next, the first cell is also `DRAINING`: requests wait there (`held`)
 //! instead of being forwarded.
 //!
+//! **A property may follow its requests** (`trust::migrate::follow`): the
+//! cell that holds its value then has the `FOLLOW` bit and a follow state
+//! ([`Follow`]), told of each closure before it runs; both move with the
+//! value.
+//!
 //! **At shutdown** the trustee drops every value still entrusted to it,
 //! then frees the cells: a value's `Drop` that reaches a property whose
 //! value is already gone finds it marked `DROPPED` and its closure is
