@@ -449,11 +449,6 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
 /// `to`, and waits until it is there, from a fiber.
 pub(crate) fn migrate<T: Send + 'static>(w: &'static Worker, a: usize, origin: *mut PropertyCell<T>, to: usize) {
     w.check_may_block();
-    // Before anything moves: the runtime's duties for moved properties.
-    crate::runtime::migrate_hooks::HOOKS.get_or_init(|| crate::runtime::migrate_hooks::Hooks {
-        release_origin: origin::release,
-        drop_left: transit::drop_left,
-    });
     assert!(to < w.shared.n, "gossamer: migrate_to: no trustee {to} (the runtime has {})", w.shared.n);
     assert!(
         w.shared.is_local(to),
@@ -509,6 +504,12 @@ unsafe fn start_move<T: Send + 'static>(
     origin: *mut PropertyCell<T>,
     to: usize,
 ) -> Result<(), &'static str> {
+    // Before anything moves (a call of `migrate_to` or the Follow policy):
+    // the runtime's duties for moved properties.
+    crate::runtime::migrate_hooks::HOOKS.get_or_init(|| crate::runtime::migrate_hooks::Hooks {
+        release_origin: self::origin::release,
+        drop_left: transit::drop_left,
+    });
     let h = origin.cast::<Header>();
     // SAFETY: per the contract.
     match unsafe { property::route(h) } {
