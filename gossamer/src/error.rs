@@ -28,6 +28,17 @@ pub enum Error {
         /// What is allowed.
         allowed: &'static str,
     },
+    /// A parameter of [`MigrationPolicy::Follow`](crate::MigrationPolicy::Follow)
+    /// outside its bounds (see [`FollowParams`](crate::FollowParams)).
+    #[error("migration policy parameter {name} = {value} is out of bounds: it must be {allowed}")]
+    BadMigrationParam {
+        /// The parameter.
+        name: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
     /// A trustee index that names no worker of this process.
     #[error("no trustee {index} in this process (its workers are {local:?}); name one of them")]
     NoSuchTrustee {

@@ -135,8 +135,8 @@ pub use runtime::{
 #[allow(deprecated)]
 pub use trust::ThreadPool;
 pub use trust::{
-    block_on, entrust, entrust_on, local_trustee, spawn_with, trustee, ApplyFuture, Delegable, Latch, LatchGuard,
-    Transferable, Trust, TrusteeRef,
+    block_on, entrust, entrust_on, local_trustee, spawn_with, trustee, ApplyFuture, Delegable, FollowParams, Latch,
+    LatchGuard, MigrationPolicy, Transferable, Trust, TrusteeRef,
 };
 pub use trust::{entrust_adaptive, Adaptive, Mode, Policy, Thresholds};
 

@@ -12,8 +12,14 @@
 //!   keep their trusts, made when it was on trustee 0: each client thread
 //!   reaches it directly once trustee 0 has told it where it is.
 //!
+//! Then the follow rows (`follow.rs`): the counter on trustee 0 while its
+//! clients all run on the last worker, with the default policy
+//! (`hot-stay`) and with `MigrationPolicy::Follow` (`hot-follow`, which
+//! moves it to them by itself; `moves` says how often it moved).
+//!
 //! The counter must equal the number of increments the clients counted.
 
+mod follow;
 mod run;
 
 use std::io::Write;
@@ -48,6 +54,10 @@ pub fn run(s: &Settings, a: &MigrateArgs) -> Result<()> {
         for (p, mops) in Phase::ALL.iter().zip(trust.mops) {
             row(p.name(), mops, if *p == Phase::During { trust.moves } else { 0 });
         }
+        let stay = follow::run(s, gossamer::MigrationPolicy::Stay)?;
+        row("hot-stay", stay.mops, stay.moves);
+        let moving = follow::run(s, follow::follow())?;
+        row("hot-follow", moving.mops, moving.moves);
         let _ = std::io::stdout().flush();
     }
     std::fs::write(s.out.join("migrate.csv"), csv)?;

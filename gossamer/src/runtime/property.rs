@@ -45,6 +45,11 @@
 //! next, the first cell is also `DRAINING`: requests wait there (`held`)
 //! instead of being forwarded.
 //!
+//! **A property may follow its requests** (`trust::migrate::follow`): the
+//! cell that holds its value then has the `FOLLOW` bit and a follow state
+//! ([`Follow`]), told of each closure before it runs; both move with the
+//! value.
+//!
 //! **At shutdown** the trustee drops every value still entrusted to it,
 //! then frees the cells: a value's `Drop` that reaches a property whose
 //! value is already gone finds it marked `DROPPED` and its closure is
@@ -69,6 +74,10 @@ const MOVED: u32 = 1 << 30;
 /// `blocked` bit, with `MOVED`: the value is changing trustees; requests
 /// wait until it has arrived.
 const DRAINING: u32 = 1 << 29;
+/// `blocked` bit: the property follows its requests
+/// (`MigrationPolicy::Follow`): each closure is counted before it runs (see
+/// `trust::migrate::follow`). Set only on a cell that holds its value.
+const FOLLOW: u32 = 1 << 28;
 
 /// Why a closure may not reach a property's value now.
 pub(crate) const LENT: &str = "gossamer: this property is a Latch held (or awaited) by a launched closure, and a \
@@ -100,6 +109,8 @@ pub(crate) struct Header {
     forward: Cell<(u32, *mut Header, u64)>,
     /// Requests of this thread that wait while `DRAINING`, in order.
     held: UnsafeCell<Vec<Box<dyn FnOnce()>>>,
+    /// Set with `FOLLOW`: told of each closure before it runs.
+    follow: UnsafeCell<Option<Box<dyn Follow>>>,
     drop_value: unsafe fn(*mut Header),
     free: unsafe fn(*mut Header),
 }
@@ -125,6 +136,7 @@ impl<T> PropertyCell<T> {
                 awaiting: Cell::new(0),
                 forward: Cell::new((0, std::ptr::null_mut(), 0)),
                 held: UnsafeCell::new(Vec::new()),
+                follow: UnsafeCell::new(None),
                 drop_value: Self::drop_value,
                 free: Self::free,
             },
@@ -189,12 +201,46 @@ pub(crate) unsafe fn check_reachable(h: *const Header) -> Result<(), &'static st
     let b = unsafe { (*h).blocked.get() };
     if b == 0 {
         Ok(())
+    } else if b == FOLLOW {
+        // SAFETY: per the contract; a closure is about to reach the value.
+        unsafe { observe(h) };
+        Ok(())
     } else if b & DROPPED != 0 {
         Err(GONE)
     } else if b & MOVED != 0 {
         Err(MOVED_AWAY)
     } else {
         Err(LENT)
+    }
+}
+
+/// What a property that follows its requests keeps in the cell that holds
+/// its value (`trust::migrate::follow` implements it): the trustee tells
+/// it of each closure before it runs.
+pub(crate) trait Follow: std::any::Any {
+    /// A closure is about to run on the cell at `h`, whose state this is.
+    ///
+    /// # Safety
+    /// `h` must be a live header that holds its value, on its trustee
+    /// thread, between closures.
+    unsafe fn observe(&mut self, h: *const Header);
+
+    /// For the implementation to reach its own type.
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any;
+}
+
+/// Tells the follow state of the cell at `h` of a closure about to run.
+///
+/// # Safety
+/// As for [`Follow::observe`], and `FOLLOW` set.
+#[cold]
+#[inline(never)]
+unsafe fn observe(h: *const Header) {
+    // SAFETY: per the contract; the state is reached only on this thread,
+    // by one step at a time.
+    if let Some(st) = unsafe { (*(*h).follow.get()).as_deref_mut() } {
+        // SAFETY: per the contract.
+        unsafe { st.observe(h) }
     }
 }
 
@@ -285,6 +331,57 @@ pub(crate) unsafe fn set_draining(h: *mut Header) {
 pub(crate) unsafe fn hold(h: *mut Header, f: Box<dyn FnOnce()>) {
     // SAFETY: per the contract; touched only on this thread.
     unsafe { (*(*h).held.get()).push(f) }
+}
+
+/// Gives the cell at `h` the follow state `st` (and the `FOLLOW` bit), in
+/// place of any it had.
+///
+/// # Safety
+/// `h` must be a live header that holds its value, on its trustee thread
+/// (or not yet published to any other thread), with no reference from
+/// [`follow_state`] alive.
+pub(crate) unsafe fn put_follow(h: *const Header, st: Box<dyn Follow>) {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    // SAFETY: touched only on this thread, not borrowed (per the contract).
+    unsafe { *hd.follow.get() = Some(st) };
+    hd.blocked.set(hd.blocked.get() | FOLLOW);
+}
+
+/// Takes the follow state of the cell at `h` (and clears `FOLLOW`).
+///
+/// # Safety
+/// As for [`put_follow`].
+pub(crate) unsafe fn take_follow(h: *const Header) -> Option<Box<dyn Follow>> {
+    // SAFETY: per the contract.
+    let hd = unsafe { &*h };
+    hd.blocked.set(hd.blocked.get() & !FOLLOW);
+    // SAFETY: as for `put_follow`.
+    unsafe { (*hd.follow.get()).take() }
+}
+
+/// The follow state of the cell at `h`, if it has one.
+///
+/// # Safety
+/// `h` must be a live header on its trustee thread; the reference must not
+/// outlive the caller's step, nor overlap another one to the same state.
+pub(crate) unsafe fn follow_state<'a>(h: *const Header) -> Option<&'a mut dyn Follow> {
+    // SAFETY: per the contract.
+    unsafe { (*(*h).follow.get()).as_deref_mut() }
+}
+
+/// The single trust id in the set of the cell at `h`: for a cell a moved
+/// value was put into, the id its forwarding record holds there.
+///
+/// # Safety
+/// `h` must be a live header on its trustee thread.
+pub(crate) unsafe fn sole_id(h: *const Header) -> Option<u64> {
+    // SAFETY: per the contract; the set is not borrowed elsewhere.
+    let ids = unsafe { &*(*h).ids.get() };
+    match ids[..] {
+        [id] => Some(id),
+        _ => None,
+    }
 }
 
 /// Unregisters and frees a cell whose value was moved out and that no

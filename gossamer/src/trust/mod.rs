@@ -41,6 +41,7 @@ pub use adaptive::{entrust_adaptive, Adaptive, Mode, Policy, Thresholds};
 pub use delegable::{Delegable, Transferable};
 pub use future::{block_on, ApplyFuture};
 pub use latch::{Latch, LatchGuard};
+pub use migrate::follow::{FollowParams, MigrationPolicy};
 #[allow(deprecated)]
 pub use pool::ThreadPool;
 use property::PropertyCell;

@@ -163,6 +163,12 @@ impl Worker {
         DelegatedGuard { w: self, prev: self.delegated.replace(true) }
     }
 
+    /// True while a closure (or a runtime message, or a drop) runs on this
+    /// worker.
+    pub(crate) fn in_delegated(&self) -> bool {
+        self.delegated.get()
+    }
+
     /// Panics unless the caller is a fiber outside delegated context.
     #[inline]
     pub(crate) fn check_may_block(&self) {

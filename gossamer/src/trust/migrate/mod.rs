@@ -76,6 +76,11 @@
 //! cell (`blocked`) before each closure, and a record is one more bit of
 //! that word. Only the requests of moved properties take the slow path.
 //!
+//! A property may also move by itself, to where its requests come from
+//! (`follow`, [`MigrationPolicy::Follow`](crate::MigrationPolicy)): another
+//! bit of the same word makes its holder count each request, and a move it
+//! asks for is an ordinary one, started on the origin's thread.
+//!
 //! Within one process only: a property moves only between trustees of its
 //! process, and a request that comes from another process, or a launched
 //! closure (`launch` on a `Trust<Latch<T>>`), reaching a moved property is
@@ -90,6 +95,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::thread;
 
 pub(crate) mod direct;
+pub(crate) mod follow;
 #[cfg(all(test, loom))]
 mod loom_model;
 pub(crate) mod origin;
@@ -443,11 +449,6 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
 /// `to`, and waits until it is there, from a fiber.
 pub(crate) fn migrate<T: Send + 'static>(w: &'static Worker, a: usize, origin: *mut PropertyCell<T>, to: usize) {
     w.check_may_block();
-    // Before anything moves: the runtime's duties for moved properties.
-    crate::runtime::migrate_hooks::HOOKS.get_or_init(|| crate::runtime::migrate_hooks::Hooks {
-        release_origin: origin::release,
-        drop_left: transit::drop_left,
-    });
     assert!(to < w.shared.n, "gossamer: migrate_to: no trustee {to} (the runtime has {})", w.shared.n);
     assert!(
         w.shared.is_local(to),
@@ -503,6 +504,12 @@ unsafe fn start_move<T: Send + 'static>(
     origin: *mut PropertyCell<T>,
     to: usize,
 ) -> Result<(), &'static str> {
+    // Before anything moves (a call of `migrate_to` or the Follow policy):
+    // the runtime's duties for moved properties.
+    crate::runtime::migrate_hooks::HOOKS.get_or_init(|| crate::runtime::migrate_hooks::Hooks {
+        release_origin: self::origin::release,
+        drop_left: transit::drop_left,
+    });
     let h = origin.cast::<Header>();
     // SAFETY: per the contract.
     match unsafe { property::route(h) } {
@@ -592,6 +599,8 @@ unsafe fn move_value<T: Send + 'static>(w: &Worker, cell: *mut PropertyCell<T>) 
     let value = unsafe { ManuallyDrop::take(&mut *(*cell).value.get()) };
     let id = w.new_id();
     let new = PropertyCell::new_boxed(value, id).cast::<Header>();
+    // SAFETY: per the contract; `new` is not published yet.
+    unsafe { follow::carry(w, cell.cast(), new) };
     transit::departed(w.shared.id, new);
     (new, id)
 }

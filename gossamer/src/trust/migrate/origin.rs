@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use super::direct;
 use crate::runtime::context;
-use crate::runtime::property::{self, Header, SendPtr};
+use crate::runtime::property::{self, Header, Route, SendPtr};
 use crate::runtime::worker::Worker;
 
 /// A moved property, on its origin's thread.
@@ -76,6 +76,21 @@ pub(super) fn key_of(h: *mut Header) -> Option<(usize, bool)> {
         return Some((h.addr(), true));
     }
     STALE.with(|m| m.borrow().get(&h.addr()).map(|&o| (o, false)))
+}
+
+/// The origin at `origin` (of this thread) if it is still a moved origin,
+/// not being released, that forwards to `cell` on trustee `t` under the
+/// trust id `id`: then it is the one whose holder asks for a move (ids
+/// are never reused), and the caller may move it.
+pub(super) fn holding(origin: usize, t: usize, cell: *mut Header, id: u64) -> Option<*mut Header> {
+    let h = ORIGINS.with(|m| m.borrow().get(&origin).filter(|o| !o.releasing).map(|o| o.h))?;
+    // SAFETY: listed, so live (an origin leaves the list before it is
+    // freed), on this thread.
+    match unsafe { property::route(h) } {
+        // SAFETY: as above; moved.
+        Route::Forward(t2, c2) if (t2, c2) == (t, cell) && unsafe { property::forward_of(h) }.2 == id => Some(h),
+        _ => None,
+    }
 }
 
 /// The origin `h` relays one more request.
