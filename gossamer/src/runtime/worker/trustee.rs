@@ -105,6 +105,12 @@ impl Worker {
         p.push(h);
     }
 
+    /// How many properties this trustee keeps registered.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn registered(&self) -> usize {
+        self.properties.borrow().len()
+    }
+
     pub(crate) fn unregister(&self, h: *mut Header) {
         let mut p = self.properties.borrow_mut();
         // SAFETY: `h` is registered here, so its index is in range.

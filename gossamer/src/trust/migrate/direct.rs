@@ -24,8 +24,9 @@ use crate::runtime::worker::Worker;
 type Via = Option<(usize, *mut Header)>;
 
 /// A request held back until the route may change, sent by the route
-/// given to it.
-type Held = Box<dyn FnOnce(&Worker, Via)>;
+/// given to it, counted; or, uncounted, through the origin (`None`) once
+/// the route is given back.
+type Held = Box<dyn FnOnce(&Worker, Option<Via>)>;
 
 /// This thread's route to one moved property.
 struct Entry {
@@ -121,7 +122,7 @@ fn issue(origin: usize) -> Option<Go> {
     ROUTES.with(|m| {
         let mut m = m.borrow_mut();
         let e = m.get_mut(&origin)?;
-        if !e.held.is_empty() || (e.outstanding != 0 && e.changing()) {
+        if !e.held.is_empty() || (e.outstanding != 0 && (e.changing() || e.retiring.is_some())) {
             return Some(Go::Hold);
         }
         // Nothing this thread sent earlier can be overtaken by a change.
@@ -161,6 +162,23 @@ fn done(w: &Worker, origin: usize) {
     if !quiet {
         return;
     }
+    // The origin asked for the route back (what was issued meanwhile is
+    // held): give it back now, and send what was held through the origin,
+    // in order, as a thread without a route does.
+    let given_back = ROUTES.with(|m| {
+        let mut m = m.borrow_mut();
+        let to = m.get(&origin)?.retiring?;
+        let e = m.remove(&origin)?;
+        ACTIVE.set(!m.is_empty());
+        Some((to, e.held))
+    });
+    if let Some((to, held)) = given_back {
+        acknowledge(w, to, origin);
+        for f in held {
+            f(w, None);
+        }
+        return;
+    }
     // Send what was held, in order, by the new route.
     loop {
         let step = ROUTES.with(|m| {
@@ -175,21 +193,7 @@ fn done(w: &Worker, origin: usize) {
             Some((f, e.via))
         });
         let Some((f, via)) = step else { break };
-        f(w, via);
-    }
-    let ack = ROUTES.with(|m| {
-        let mut m = m.borrow_mut();
-        let e = m.get(&origin)?;
-        if e.outstanding != 0 || !e.held.is_empty() {
-            return None;
-        }
-        let to = e.retiring?;
-        m.remove(&origin);
-        ACTIVE.set(!m.is_empty());
-        Some(to)
-    });
-    if let Some(to) = ack {
-        acknowledge(w, to, origin);
+        f(w, Some(via));
     }
 }
 
@@ -229,8 +233,10 @@ pub(super) fn note(origin: usize, t: usize, cell: *mut Header, create: bool) {
     });
 }
 
-/// The origin's trustee `from` asks for the route to `origin` back: no
-/// trust to the property is left; done once this thread's requests are.
+/// The origin's trustee `from` asks for the route to `origin` back (no
+/// trust to the property is left, or it sweeps the records left behind by
+/// hand-overs, see `origin`); done once this thread's requests sent by the
+/// route are. Requests issued meanwhile wait, then go through the origin.
 pub(super) fn retire(w: &Worker, from: usize, origin: usize) {
     let now = ROUTES.with(|m| {
         let mut m = m.borrow_mut();
@@ -253,16 +259,18 @@ pub(super) fn retire(w: &Worker, from: usize, origin: usize) {
 }
 
 /// Sends `req` by route `via` (`None`: to the origin `origin` on trustee
-/// `t`), counted for `key`; `reply` gets the result.
+/// `t`), counted for `key`; `reply` gets the result. Without a route
+/// (`via` is `None`: it was given back), uncounted to the origin.
 fn go<T: 'static, R: Request<T>>(
     w: &Worker,
     key: usize,
     t: usize,
     origin: *mut PropertyCell<T>,
-    via: Via,
+    via: Option<Via>,
     req: R,
     reply: Reply<R::Out>,
 ) {
+    let Some(via) = via else { return route(w, t, origin, req, reply, false) };
     let (t, cell) = via.map_or((t, origin), |(t, c)| (t, c.cast()));
     let counted: Then<R::Out> = Box::new(move |w, r| {
         done(w, key);
@@ -285,7 +293,7 @@ pub(crate) fn send<T: 'static, R: Request<T>>(
     match issue(key) {
         None => Err((req, reply)),
         Some(Go::Send(via)) => {
-            go(w, key, t, origin, via, req, reply);
+            go(w, key, t, origin, Some(via), req, reply);
             Ok(())
         }
         Some(Go::Hold) => {
@@ -334,7 +342,9 @@ where
     let data = wait.as_data();
     let reply = Reply::Wake(data);
     match issue(key) {
-        None => unreachable!("gossamer: a route vanished under its caller"),
+        // The route was given back while this fiber yielded above: go as a
+        // thread without one does.
+        None => route(w, t, origin, Closure::new(f), reply, false),
         Some(Go::Send(via)) => {
             let (t, cell) = via.map_or((t, origin), |(t, c)| (t, c.cast()));
             if t == w.index {
@@ -351,7 +361,7 @@ where
             }
             // Another thread: not completed inline (`cell` stands for the
             // origin with no route of its own).
-            go(w, key, t, cell, None, Closure::new(f), reply);
+            go(w, key, t, cell, Some(None), Closure::new(f), reply);
         }
         Some(Go::Hold) => {
             let origin = SendPtr(origin);

@@ -6,8 +6,14 @@
 //! changed only with nothing outstanding, requests held back meanwhile);
 //! the origin and the holders those of the module documentation (relay in
 //! arrival order, drain during a hand-over, a holder's cell forwards once
-//! the value left it). Loom checks every interleaving (up to a preemption
-//! bound) for exactly-once effect and issue order.
+//! the value left it). Once the hand-over is done the origin sweeps the
+//! record it left (`origin`): it asks the client for its route back, and
+//! frees the first holder's record when the client answers; the client
+//! gives the route back once nothing it sent by it is outstanding, holding
+//! what it issues meanwhile, and then sends through the origin, uncounted,
+//! until the origin gives it a new route. Loom checks every interleaving
+//! (up to a preemption bound) for exactly-once effect, issue order, and
+//! that nothing reaches the freed record.
 
 use std::collections::VecDeque;
 
@@ -33,6 +39,10 @@ enum Msg {
     HandOver { to: usize },
     /// The hand-over finished (to the origin).
     HandedOver,
+    /// Give the route back (from the origin, sweeping).
+    Retire,
+    /// The route is given back (to the origin).
+    Retired,
 }
 
 /// What a cell of the property on one thread does with a request.
@@ -41,6 +51,8 @@ enum Cell {
     None,
     Here,
     Forward(usize),
+    /// A record the sweep freed.
+    Freed,
 }
 
 /// The client's route entry (see `direct::Entry`).
@@ -50,6 +62,8 @@ struct Entry {
     outstanding: u32,
     settled: bool,
     held: VecDeque<u32>,
+    /// The origin asked for the route back.
+    retiring: bool,
 }
 
 struct World {
@@ -63,7 +77,13 @@ struct World {
     origin_held: VecDeque<(u32, usize)>,
     /// On relaying threads: per relayed `seq`, whom to answer.
     relayed: Vec<(usize, u32, usize)>,
-    entry: Entry,
+    /// The client's route, while it keeps one.
+    entry: Option<Entry>,
+    /// Requests the client sent by its route (the others went through the
+    /// origin, uncounted).
+    counted: Vec<u32>,
+    /// The origin freed the first holder's record.
+    swept: bool,
     issued: u32,
     completed: u32,
     moved: bool,
@@ -94,20 +114,26 @@ impl World {
                 self.send(me, t, Msg::Req { seq, to: me });
             }
             Cell::None => panic!("request {seq} reached thread {me}, which never held the value"),
+            Cell::Freed => panic!("request {seq} reached the record on thread {me} after the sweep freed it"),
         }
     }
 
     /// The client sends `seq` by its route.
     fn client_send(&mut self, seq: u32) {
-        let via = self.entry.via;
-        self.entry.outstanding += 1;
+        let e = self.entry.as_mut().expect("a route");
+        let via = e.via;
+        e.outstanding += 1;
+        self.counted.push(seq);
         self.send(CLIENT, via, Msg::Req { seq, to: CLIENT });
     }
 
     fn client_issue(&mut self, seq: u32) {
-        let e = &mut self.entry;
+        let Some(e) = self.entry.as_mut() else {
+            // No route: through the origin, uncounted.
+            return self.send(CLIENT, ORIGIN, Msg::Req { seq, to: CLIENT });
+        };
         let changing = e.next.is_some() || !e.settled;
-        if !e.held.is_empty() || (e.outstanding != 0 && changing) {
+        if !e.held.is_empty() || (e.outstanding != 0 && (changing || e.retiring)) {
             e.held.push_back(seq);
             return;
         }
@@ -119,19 +145,44 @@ impl World {
         self.client_send(seq);
     }
 
-    fn client_done(&mut self, hint: Option<usize>) {
-        let e = &mut self.entry;
-        if let Some(h) = hint {
-            e.next = (h != e.via).then_some(h);
+    /// The result of `seq` reaches the client from thread `from`.
+    fn client_done(&mut self, seq: u32, hint: Option<usize>, from: usize) {
+        match (self.entry.as_mut(), hint) {
+            (Some(e), Some(h)) => e.next = (h != e.via).then_some(h),
+            // Only the origin hands out a new route.
+            (None, Some(h)) if from == ORIGIN => {
+                self.entry = Some(Entry {
+                    via: ORIGIN,
+                    next: Some(h),
+                    outstanding: 0,
+                    settled: false,
+                    held: VecDeque::new(),
+                    retiring: false,
+                })
+            }
+            _ => {}
         }
-        e.outstanding -= 1;
         self.completed += 1;
+        let Some(i) = self.counted.iter().position(|&s| s == seq) else { return };
+        self.counted.remove(i);
+        let e = self.entry.as_mut().expect("a counted request outlives its route");
+        e.outstanding -= 1;
         if e.outstanding != 0 {
             return;
         }
         e.settled = true;
+        if e.retiring {
+            // Give the route back; what was held goes through the origin.
+            let held = std::mem::take(&mut e.held);
+            self.entry = None;
+            self.send(CLIENT, ORIGIN, Msg::Retired);
+            for seq in held {
+                self.send(CLIENT, ORIGIN, Msg::Req { seq, to: CLIENT });
+            }
+            return;
+        }
         loop {
-            let e = &mut self.entry;
+            let e = self.entry.as_mut().expect("a route");
             let changing = e.next.is_some() || !e.settled;
             if e.held.is_empty() || (e.outstanding != 0 && changing) {
                 break;
@@ -167,14 +218,29 @@ impl World {
                     self.relayed.push((ORIGIN, seq, to));
                     self.send(ORIGIN, SECOND, Msg::Req { seq, to: ORIGIN });
                 }
+                // Sweep the record the hand-over left.
+                self.send(ORIGIN, CLIENT, Msg::Retire);
             }
-            (CLIENT, Msg::Done { hint, .. }) => self.client_done(hint),
+            (ORIGIN, Msg::Retired) => {
+                assert!(!self.relayed.iter().any(|&(t, ..)| t == FIRST), "the swept record still relays a request");
+                self.cells[FIRST] = Cell::Freed;
+                self.swept = true;
+            }
+            (CLIENT, Msg::Retire) => match self.entry.as_mut() {
+                Some(e) if e.outstanding != 0 || !e.held.is_empty() => e.retiring = true,
+                _ => {
+                    self.entry = None;
+                    self.send(CLIENT, ORIGIN, Msg::Retired);
+                }
+            },
+            (CLIENT, Msg::Done { seq, hint }) => self.client_done(seq, hint, from),
             (_, Msg::Done { seq, .. }) => {
                 // A relayer passes the result back with its hint.
                 let i = self.relayed.iter().position(|&(t, s, _)| t == me && s == seq).unwrap();
                 let (_, _, to) = self.relayed.remove(i);
                 let hint = match self.cells[me] {
                     Cell::Forward(t) => Some(t),
+                    Cell::Freed => panic!("a result came back to the record on thread {me} after the sweep freed it"),
                     _ => None,
                 };
                 self.send(me, to, Msg::Done { seq, hint });
@@ -192,7 +258,11 @@ impl World {
     }
 
     fn finished(&self) -> bool {
-        self.completed == OPS && self.moved && !self.draining && self.lanes.iter().flatten().all(VecDeque::is_empty)
+        self.completed == OPS
+            && self.moved
+            && self.swept
+            && !self.draining
+            && self.lanes.iter().flatten().all(VecDeque::is_empty)
     }
 }
 
@@ -207,7 +277,9 @@ fn world(via: usize, settled: bool, next: Option<usize>) -> Arc<Mutex<World>> {
         draining: false,
         origin_held: VecDeque::new(),
         relayed: Vec::new(),
-        entry: Entry { via, next, outstanding: 0, settled, held: VecDeque::new() },
+        entry: Some(Entry { via, next, outstanding: 0, settled, held: VecDeque::new(), retiring: false }),
+        counted: Vec::new(),
+        swept: false,
         issued: 0,
         completed: 0,
         moved: false,

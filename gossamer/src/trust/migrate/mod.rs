@@ -71,6 +71,11 @@
 //!   holder's cell (sent behind every request it relayed there), which is
 //!   then dropped, once, after its own fence round. As the origin's memory
 //!   is freed last, an entry keyed by its address never outlives it.
+//!   While the property lives, the same round frees the records left
+//!   behind once a few have gathered (a *sweep*, see `origin`): the
+//!   clients give their routes back and send through the origin until it
+//!   hands them new ones, so a property that keeps moving keeps a bounded
+//!   number of cells.
 //!
 //! The common path pays nothing: a trustee already tests one word of the
 //! cell (`blocked`) before each closure, and a record is one more bit of
@@ -558,7 +563,7 @@ unsafe fn start_move<T: Send + 'static>(
                     Ok((addr, id)) => {
                         let cell = std::ptr::with_exposed_provenance_mut::<Header>(addr);
                         register_on(w, to, cell);
-                        origin::left_behind(h, x, holder);
+                        origin::left_behind(w, h, x, holder);
                         // SAFETY: the origin lives (the pin); on its trustee;
                         // the new cell was made by `move_value` for `T`.
                         unsafe { property::set_forward(h, to, cell, id) }

@@ -4,6 +4,19 @@
 //! requests are still out, and the retirement that ends it all once the
 //! last trust is gone (see the module documentation of `trust::migrate`).
 //!
+//! **Sweeps.** A property that keeps moving would leave one record per
+//! hand-over until its last trust goes. So once [`SWEEP_AT`] records are
+//! left, the origin runs the retirement round early, for those records
+//! only: it asks every client thread it gave a route to for that route
+//! back, and once all have answered (each after its requests sent by the
+//! route completed) frees the records that were left when the round
+//! began. Nothing names them then: no client keeps a route (the routes
+//! the origin hands out meanwhile name the holder of their time, never an
+//! older cell), the origin and the newer records name only newer cells,
+//! and a record's own hint travels with the result it relays, so none
+//! arrives after the route it updates is gone. A client without a route
+//! sends through the origin again until it is given a new one.
+//!
 //! Everything here runs on the thread that owns the record in question;
 //! the maps are thread-local.
 
@@ -29,7 +42,13 @@ struct Origin {
     releasing: bool,
     /// Retirements asked for and not yet acknowledged.
     awaiting: Option<usize>,
+    /// The records a sweep frees once `awaiting` reaches zero (`None`:
+    /// the round under way, if any, is the last one).
+    sweeping: Option<Vec<(usize, SendPtr<*mut Header>)>>,
 }
+
+/// Records left behind by hand-overs that start a sweep.
+pub(super) const SWEEP_AT: usize = 2;
 
 thread_local! {
     /// Per origin cell address (of this thread).
@@ -49,18 +68,52 @@ pub(super) fn created(h: *mut Header) {
             relays: 0,
             releasing: false,
             awaiting: None,
+            sweeping: None,
         });
     });
 }
 
 /// A hand-over from the cell `cell` on trustee `t` completed: that cell is
-/// a forwarding record now, kept until the origin `h` retires.
-pub(super) fn left_behind(h: *mut Header, t: usize, cell: *mut Header) {
+/// a forwarding record now, kept until a sweep or the origin `h` retires.
+pub(super) fn left_behind(w: &Worker, h: *mut Header, t: usize, cell: *mut Header) {
     ORIGINS.with(|m| {
         if let Some(o) = m.borrow_mut().get_mut(&h.addr()) {
             o.stale.push((t, SendPtr(cell)));
         }
     });
+    sweep(w, h.addr());
+}
+
+/// Starts a sweep of the records `origin` left behind, if it is due and
+/// no round runs.
+fn sweep(w: &Worker, origin: usize) {
+    let clients = ORIGINS.with(|m| {
+        let mut m = m.borrow_mut();
+        let o = m.get_mut(&origin)?;
+        if o.releasing || o.awaiting.is_some() || o.stale.len() < SWEEP_AT {
+            return None;
+        }
+        o.sweeping = Some(std::mem::take(&mut o.stale));
+        o.awaiting = Some(o.clients.len());
+        Some(std::mem::take(&mut o.clients))
+    });
+    let Some(clients) = clients else { return };
+    ask_back(w, origin, &clients);
+}
+
+/// Asks each of `clients` for its route to `origin` back; ends the round
+/// at once if there is none.
+fn ask_back(w: &Worker, origin: usize, clients: &[usize]) {
+    let me = w.index;
+    for &c in clients {
+        w.send(c, move || {
+            let w = context::current().expect("gossamer: runtime message outside a worker");
+            direct::retire(w, me, origin);
+        });
+    }
+    if clients.is_empty() {
+        round_done(w, origin);
+    }
 }
 
 /// On the holder: the cell `cell` became a forwarding record of the
@@ -158,16 +211,7 @@ fn retire(w: &Worker, origin: usize) {
         Some(std::mem::take(&mut o.clients))
     });
     let Some(clients) = clients else { return };
-    let me = w.index;
-    for &c in &clients {
-        w.send(c, move || {
-            let w = context::current().expect("gossamer: runtime message outside a worker");
-            direct::retire(w, me, origin);
-        });
-    }
-    if clients.is_empty() {
-        finish(w, origin);
-    }
+    ask_back(w, origin, &clients);
 }
 
 /// On the origin's thread: a client thread dropped its route to `origin`,
@@ -181,7 +225,42 @@ pub(super) fn retired(w: &Worker, origin: usize) {
         *left == 0
     });
     if last {
-        finish(w, origin);
+        round_done(w, origin);
+    }
+}
+
+/// Every client asked answered: frees the records of a sweep (then starts
+/// what is due next), or, for the last round, everything.
+fn round_done(w: &Worker, origin: usize) {
+    let swept = ORIGINS.with(|m| {
+        let mut m = m.borrow_mut();
+        let o = m.get_mut(&origin)?;
+        o.awaiting = None;
+        o.sweeping.take()
+    });
+    let Some(records) = swept else { return finish(w, origin) };
+    free_records(w, records);
+    // The last trust went meanwhile, or more records were left.
+    retire(w, origin);
+    sweep(w, origin);
+}
+
+/// Frees forwarding records left by hand-overs, each on its trustee.
+fn free_records(w: &Worker, records: Vec<(usize, SendPtr<*mut Header>)>) {
+    for (t, cell) in records {
+        w.send(t, move || {
+            let cell = cell;
+            let w = context::current().expect("gossamer: runtime message outside a worker");
+            if w.cleaning.get() {
+                return;
+            }
+            STALE.with(|m| m.borrow_mut().remove(&cell.0.addr()));
+            // SAFETY: a record left by a hand-over, registered on this
+            // thread; nothing names it any more: no client keeps a route
+            // to it (all retired, their requests done), and the origin and
+            // the newer records name only newer cells.
+            unsafe { property::forget(w, cell.0) };
+        });
     }
 }
 
@@ -193,21 +272,7 @@ fn finish(w: &Worker, origin: usize) {
         return;
     }
     let Some(o) = ORIGINS.with(|m| m.borrow_mut().remove(&origin)) else { return };
-    for (t, cell) in o.stale {
-        w.send(t, move || {
-            let cell = cell;
-            let w = context::current().expect("gossamer: runtime message outside a worker");
-            if w.cleaning.get() {
-                return;
-            }
-            STALE.with(|m| m.borrow_mut().remove(&cell.0.addr()));
-            // SAFETY: a record left by a hand-over, registered on this
-            // thread; nothing names it any more: no client keeps a route
-            // (all retired, their requests done), and the origin and the
-            // other records name only newer cells.
-            unsafe { property::forget(w, cell.0) };
-        });
-    }
+    free_records(w, o.stale);
     // SAFETY: the origin, doomed and released once, here.
     unsafe { property::release_record(w, o.h) };
 }
