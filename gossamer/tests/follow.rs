@@ -5,6 +5,7 @@
 //! with `Stay` never moves.
 
 mod common;
+use common::moves::{check_order, wait_for, Counted};
 use common::{rt, within};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,16 +32,6 @@ impl State {
         self.log.push((c, s));
         self.total
     }
-}
-
-/// Each client's sequence numbers appear in increasing order, all of them.
-fn check_order(log: &[(u32, u32)], clients: u32, per_client: u32) {
-    let mut next = vec![0u32; clients as usize];
-    for &(c, s) in log {
-        assert_eq!(s, next[c as usize], "client {c}: request {s} ran out of order (expected {})", next[c as usize]);
-        next[c as usize] += 1;
-    }
-    assert!(next.iter().all(|&n| n == per_client), "missing requests: {next:?}");
 }
 
 fn follow(window: u32) -> MigrationPolicy {
@@ -218,14 +209,6 @@ fn parameters_out_of_bounds_are_refused_and_change_nothing() {
     });
 }
 
-/// Counts its drops.
-struct Counted(Arc<AtomicUsize>);
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 #[test]
 fn frequent_moves_it_asks_for_keep_every_request_once_in_order_and_drop_it_once() {
     within(240, || {
@@ -270,12 +253,7 @@ fn frequent_moves_it_asks_for_keep_every_request_once_in_order_and_drop_it_once(
             check_order(&log, CLIENTS, PER_CLIENT);
             places
         });
-        for _ in 0..5000 {
-            if drops.load(Ordering::SeqCst) >= 1 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        wait_for(&drops, 1);
         assert_eq!(drops.load(Ordering::SeqCst), 1, "the property was not dropped exactly once");
         drop(rt);
         assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped again at shutdown");

@@ -3,6 +3,7 @@
 //! trust stays valid, and the property is dropped exactly once.
 
 mod common;
+use common::moves::{check_order, wait_for, Counted};
 use common::{rt, within};
 
 use std::cell::RefCell;
@@ -12,14 +13,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use gossamer::Trust;
-
-/// Counts its drops.
-struct Counted(Arc<AtomicUsize>);
-impl Drop for Counted {
-    fn drop(&mut self) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 /// The shared property: a total, the order in which requests ran, and a
 /// drop counter.
@@ -31,25 +24,6 @@ struct State {
 
 fn state(drops: &Arc<AtomicUsize>) -> State {
     State { total: 0, log: Vec::new(), _drops: Counted(drops.clone()) }
-}
-
-fn wait_for(drops: &AtomicUsize, n: usize) {
-    for _ in 0..5000 {
-        if drops.load(Ordering::SeqCst) >= n {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-}
-
-/// Each client's sequence numbers appear in increasing order, all of them.
-fn check_order(log: &[(u32, u32)], clients: u32, per_client: u32) {
-    let mut next = vec![0u32; clients as usize];
-    for &(c, s) in log {
-        assert_eq!(s, next[c as usize], "client {c}: request {s} ran out of order (expected {})", next[c as usize]);
-        next[c as usize] += 1;
-    }
-    assert!(next.iter().all(|&n| n == per_client), "missing requests: {next:?}");
 }
 
 const THREADS: usize = 4;

@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code)]
 
+pub mod moves;
 pub mod netem;
 pub mod netns;
 pub mod objects;
