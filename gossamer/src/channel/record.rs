@@ -54,6 +54,15 @@ const TAG_LARGE: u64 = 8;
 /// `[header]`: the request's batch was malformed and refused (the trustee
 /// logged why).
 const TAG_REFUSED: u64 = 9;
+/// `[header][token]`: the property moved; its first cell relayed the
+/// request, and the result follows in a message with the token.
+const TAG_RELAYED: u64 = 10;
+
+/// The answer of a moved property's first cell to a request it relayed to
+/// wherever the value is: the result follows in a message that carries the
+/// same token (see `trust::migrate`). Tokens are trust ids, unique in the
+/// whole program.
+pub(crate) struct Relayed(pub(crate) u64);
 
 /// Where a batch from another process keeps its large payloads.
 #[derive(Clone, Copy)]
@@ -403,10 +412,30 @@ impl<'a> Responder<'a> {
                 }
             }
             Err(p) => {
+                if let Some(&Relayed(token)) = p.downcast_ref::<Relayed>() {
+                    return self.put_relayed(token);
+                }
                 let msg = crate::error::panic_message(&*p);
                 drop(p);
                 self.put_bytes(msg.as_bytes(), TAG_PANIC_MSG, TAG_PANIC_MSG_BULK)
             }
+        }
+    }
+
+    /// Answers a client in another process that the request was relayed
+    /// under `token`.
+    fn put_relayed(&mut self, token: u64) {
+        use super::remote::word;
+        debug_assert!(self.left > 0, "more responses than requests");
+        self.left -= 1;
+        let keep = self.left;
+        // A fallback record: there is always room for one.
+        let dst = self.writer.reserve(FALLBACK_WORDS, keep).expect("gossamer: response slot invariant broken");
+        Self::header(dst, FALLBACK_WORDS, TAG_RELAYED);
+        // SAFETY: three words reserved.
+        unsafe {
+            *dst.add(1) = word(token);
+            *dst.add(2) = word(0);
         }
     }
 
@@ -553,7 +582,7 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned + 'stat
             "gossamer: thread {trustee} (another process) refused this thread's batch as malformed (its log says why)"
         )));
     }
-    if words < 3 && !(words == 2 && matches!(tag, TAG_SER | TAG_PANIC_MSG)) {
+    if words < 3 && !(words == 2 && matches!(tag, TAG_SER | TAG_PANIC_MSG | TAG_RELAYED)) {
         return refuse("the record is too short");
     }
     // SAFETY: the record has at least two words (checked above).
@@ -571,6 +600,7 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned + 'stat
         (end <= bulk_bytes && !bulk.is_null()).then(|| unsafe { std::slice::from_raw_parts(bulk.add(at), len) })
     };
     match tag {
+        TAG_RELAYED => Err(Box::new(Relayed(len as u64))),
         TAG_SER => match inline() {
             Some(b) => try_deserialize(b).map_err(undecodable),
             None => refuse("its result runs past the record"),
@@ -720,6 +750,46 @@ mod tests {
                 assert_eq!(r.count() as usize, n);
                 while let Some(rec) = r.next(record_words) {
                     assert_eq!(take_response::<[u64; 60]>(rec).unwrap(), [9; 60]);
+                }
+            });
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod relayed_tests {
+    use super::super::slot::{Overflow, Primary, Slot};
+    use super::*;
+
+    #[test]
+    fn a_relayed_answer_to_another_process_carries_its_token() {
+        unsafe fn relayed(_p: *mut u8, _e: *mut u8, out: &mut Responder<'_>) {
+            out.put_remote::<u64>(Err(Box::new(Relayed(0xfeed_0001))));
+        }
+        let (rp, ro, sp, so) = (Primary::default(), Overflow::default(), Primary::default(), Overflow::default());
+        let req = Slot { primary: &rp, overflow: &ro };
+        let resp = Slot { primary: &sp, overflow: &so };
+        // SAFETY: single-threaded test; each record read once, with its type.
+        unsafe {
+            let n = req.write(0, |w| {
+                while let Some(d) = w.reserve(request_words::<()>(), 0) {
+                    encode_request(d, relayed, ptr::null_mut(), ());
+                }
+                w.count() as usize
+            });
+            req.read(|r| {
+                resp.write(FALLBACK_WORDS, |w| {
+                    let mut out = Responder::new(w, n);
+                    while let Some(rec) = r.next(record_words) {
+                        dispatch(rec, &mut out);
+                    }
+                })
+            });
+            resp.read(|r| {
+                assert_eq!(r.count() as usize, n);
+                while let Some(rec) = r.next(record_words) {
+                    let p = take_remote_response::<u64>(rec, ptr::null(), 0, 3).unwrap_err();
+                    assert_eq!(p.downcast_ref::<Relayed>().map(|t| t.0), Some(0xfeed_0001));
                 }
             });
         }

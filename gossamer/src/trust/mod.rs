@@ -351,7 +351,11 @@ where
 
 /// Runs the `fn` named by the request with an argument `V` that came
 /// serialized from another process (see `apply_with`).
-unsafe fn with_shim<T, V: Transferable, U: Transferable>(prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
+unsafe fn with_shim<T: Send + 'static, V: Transferable, U: Transferable>(
+    prop: *mut u8,
+    env: *mut u8,
+    out: &mut Responder<'_>,
+) {
     // SAFETY: encoded by `apply_with` for these types: the offset of a
     // `fn(&mut T, V) -> U` of this binary, then the tail with `V`
     // serialized.
@@ -364,6 +368,11 @@ unsafe fn with_shim<T, V: Transferable, U: Transferable>(prop: *mut u8, env: *mu
     let cell = prop.cast::<PropertyCell<T>>();
     // SAFETY: as above.
     if let Err(why) = unsafe { property::check_reachable(prop.cast()) } {
+        // SAFETY: as above.
+        if unsafe { property::moved(prop.cast()) } {
+            // SAFETY: as above; served in a client's batch.
+            return out.put_remote(unsafe { migrate::far::relay_with::<T, V, U>(prop, f, bytes) });
+        }
         return out.put_remote::<U>(Err(Box::new(why)));
     }
     let observed = if profile::active() { profile::counters::service_start(prop as usize) } else { None };
@@ -458,9 +467,11 @@ impl<T: Send + 'static> Trust<T> {
     /// runtime or another process; if a launched closure holds the
     /// property's latch (a `Trust<Latch<T>>` being launched on).
     ///
-    /// Requests that come from another process (`apply_with` from a trust
-    /// sent there) and `launch` reach only a property that never moved: once
-    /// it has moved they are refused with an error that says so.
+    /// Requests that come from another process (`apply_with` and its forms,
+    /// from a trust sent there) follow the property too, always through the
+    /// trustee it was entrusted to. `launch` reaches only a property that
+    /// never moved: once it has moved a launch is refused with an error
+    /// that says so.
     pub fn migrate_to(&self, to: TrusteeRef) {
         let w = self.worker_here("migrate_to");
         assert!(to.runtime() == self.runtime, "gossamer: migrate_to: the trustee belongs to another runtime");

@@ -25,7 +25,7 @@ unsafe fn complete_wake<U: Transferable>(w: &Worker, lane: usize, data: *const (
     unsafe { Waiter::<U>::complete(w, data, w.take_result::<U>(lane, rec)) }
 }
 
-unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
+pub(crate) unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
     // SAFETY: these requests answer `()`.
     if let Err(p) = unsafe { w.take_result::<()>(lane, rec) } {
         w.report_panic("remote runtime message", p);

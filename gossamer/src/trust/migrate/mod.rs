@@ -87,9 +87,12 @@
 //! asks for is an ordinary one, started on the origin's thread.
 //!
 //! Within one process only: a property moves only between trustees of its
-//! process, and a request that comes from another process, or a launched
-//! closure (`launch` on a `Trust<Latch<T>>`), reaching a moved property is
-//! refused with an error that says so.
+//! process. Requests from other processes (`apply_with` and its forms)
+//! follow it as well: the origin relays them like any other, and sends
+//! each result back to the client's thread in a message of its own (`far`);
+//! such a client keeps no route, as routes name cells of this process. A
+//! launched closure (`launch` on a `Trust<Latch<T>>`) reaching a moved
+//! property is refused with an error that says so.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -100,6 +103,7 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::thread;
 
 pub(crate) mod direct;
+pub(crate) mod far;
 pub(crate) mod follow;
 #[cfg(all(test, loom))]
 mod loom_model;
@@ -138,8 +142,9 @@ impl<U: Send + 'static> Reply<U> {
 }
 
 /// The origin's answer to a request it relays: the result follows in a
-/// message that carries the same token.
-pub(crate) struct Relayed(u64);
+/// message that carries the same token (to another process too, see
+/// `far`).
+pub(crate) use crate::channel::record::Relayed;
 
 /// True when `r` is the origin's answer to a relayed request.
 #[inline]
@@ -412,6 +417,9 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
         }
     }
     let client = w.serving.get();
+    // A client in another process keeps no route (routes are of this
+    // process): it gets the result alone, always through the origin.
+    let far = !w.shared.is_local(client);
     let token = w.new_id();
     #[cfg(all(test, not(loom)))]
     tests::RELAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -422,6 +430,13 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
     let rec = SendPtr(h);
     let back: Then<R::Out> = Box::new(move |w, r| {
         let rec = rec;
+        if far {
+            far::deliver(w, client, token, r);
+            if let Some((_, true)) = key {
+                origin::relay_ended(w, rec.0);
+            }
+            return;
+        }
         let hint = key.and_then(|(origin, is_origin)| {
             // SAFETY: the record lives until every relayed request it
             // sent on is answered (see `origin`), on its trustee.

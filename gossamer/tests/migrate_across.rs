@@ -1,0 +1,201 @@
+//! A property that moves while other processes use it: a real
+//! two-process program (this test binary re-runs itself with
+//! `GOSSAMER_SCENARIO` set; `gossamer::main` starts the other rank), and
+//! the same program in one process in strict mode.
+//!
+//! Rank 0 owns a tally on trustee 0 and moves it between its trustees 0
+//! and 1 over and over. Fibers on rank 1 hold trusts to it (sent with
+//! `spawn_with`) and issue every `fn` form that crosses processes
+//! (`apply_with`, `apply_with_then`, `try_apply_with_then`,
+//! `apply_with_async`), while a fiber on rank 0 issues closures. Each
+//! request carries its client's sequence number: the tally counts every
+//! request once and notes any that arrives out of its client's order. At
+//! the end the totals are exact, nothing ran out of order, each client's
+//! callbacks ran in issue order, and the value is dropped exactly once
+//! after the last trust, remote ones included.
+
+use std::cell::RefCell;
+use std::process::Command;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use gossamer::Trust;
+
+mod common;
+use common::programs::{run_program, text};
+
+/// Two processes (real, or simulated in strict mode) of 2 threads each.
+const GROUPS: usize = 2;
+const THREADS: usize = 4;
+/// Client fibers per thread of rank 1.
+const FIBERS: usize = 2;
+/// Requests per client fiber.
+const OPS: u64 = 1500;
+/// Rank 1's clients, and one more on rank 0.
+const CLIENTS: usize = 2 * FIBERS + 1;
+const LOCAL: u32 = (CLIENTS - 1) as u32;
+
+/// Drops of a tally, in the process that owns it.
+static DROPS: AtomicU32 = AtomicU32::new(0);
+/// Set once every client is done: the moves stop.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// The shared property: requests counted once each, in each client's order.
+struct Tally {
+    total: u64,
+    /// The next sequence number expected from each client.
+    next: Vec<u64>,
+    /// Requests that arrived out of their client's order.
+    misordered: u64,
+}
+
+impl Tally {
+    fn add(&mut self, (client, seq): (u32, u64)) -> u64 {
+        let c = client as usize;
+        if self.next[c] != seq {
+            self.misordered += 1;
+        }
+        self.next[c] = seq + 1;
+        self.total += 1;
+        seq
+    }
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        DROPS.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// One client in another process: every form that crosses, in turn; the
+/// callbacks note the sequence numbers they get, which must come in order.
+fn remote_client((tally, client): (Trust<Tally>, u32)) -> u64 {
+    let called = Rc::new(RefCell::new(Vec::new()));
+    for seq in 0..OPS {
+        let c = called.clone();
+        match seq % 4 {
+            0 => assert_eq!(tally.apply_with(Tally::add, (client, seq)), seq),
+            1 => tally.apply_with_then(Tally::add, (client, seq), move |s| c.borrow_mut().push(s)),
+            2 => tally.try_apply_with_then(Tally::add, (client, seq), move |r| c.borrow_mut().push(r.expect("ran"))),
+            _ => assert_eq!(gossamer::block_on(tally.apply_with_async(Tally::add, (client, seq))), seq),
+        }
+        if seq % 32 == 0 {
+            gossamer::yield_now();
+        }
+    }
+    // Waits behind this fiber's earlier requests: all have run.
+    let seen = tally.apply_with(|t, c: u32| t.next[c as usize], client);
+    assert_eq!(seen, OPS, "client {client}: its last request was the last one counted");
+    let called = called.borrow();
+    assert_eq!(called.len() as u64, OPS / 2, "client {client}: callbacks missing");
+    assert!(called.windows(2).all(|w| w[0] < w[1]), "client {client}: callbacks out of issue order");
+    OPS
+}
+
+/// The client in the owner's process, with closures.
+fn local_client(tally: &Trust<Tally>) -> u64 {
+    for seq in 0..OPS {
+        if seq % 2 == 0 {
+            tally.apply(move |t| t.add((LOCAL, seq)));
+        } else {
+            tally.apply_then(move |t| t.add((LOCAL, seq)), |_| {});
+        }
+        if seq % 32 == 0 {
+            gossamer::yield_now();
+        }
+    }
+    OPS
+}
+
+fn moves() {
+    let topo = gossamer::topology();
+    assert_eq!(topo.threads(), THREADS);
+    let per = THREADS / GROUPS;
+    let tally = gossamer::trustee(0).entrust(Tally { total: 0, next: vec![0; CLIENTS], misordered: 0 });
+    let mover = {
+        let t = tally.clone();
+        gossamer::spawn_on(1, move || {
+            let mut n = 0u64;
+            while !STOP.load(Ordering::SeqCst) {
+                t.migrate_to(gossamer::trustee((n % 2) as usize));
+                n += 1;
+                gossamer::yield_now();
+            }
+            n
+        })
+    };
+    let remote: Vec<_> = (0..FIBERS * 2)
+        .map(|i| gossamer::spawn_with(per + i % per, remote_client, (tally.clone(), i as u32)))
+        .collect();
+    let local = {
+        let t = tally.clone();
+        gossamer::spawn_on(1, move || local_client(&t))
+    };
+    let mut sent = local.join().expect("the client in the owner's process failed");
+    for h in remote {
+        sent += h.join().expect("a client in another process failed");
+    }
+    STOP.store(true, Ordering::SeqCst);
+    let moved = mover.join().expect("the mover failed");
+    let (total, misordered, next) = tally.apply(|t| (t.total, t.misordered, t.next.clone()));
+    assert_eq!(sent, CLIENTS as u64 * OPS);
+    assert_eq!(total, sent, "every request counted exactly once");
+    assert_eq!(misordered, 0, "requests out of their client's order");
+    assert!(next.iter().all(|&n| n == OPS), "{next:?}");
+    assert!(moved >= 10, "only {moved} moves: the test lost its point");
+    println!("TOTAL {total} of {sent}, misordered {misordered}, moves {moved}");
+    // The value goes once, after the last trust: the remote ones went with
+    // their fibers (their drops are requests to the first trustee).
+    assert_eq!(DROPS.load(Ordering::SeqCst), 0);
+    drop(tally);
+    let start = Instant::now();
+    while DROPS.load(Ordering::SeqCst) == 0 && start.elapsed() < Duration::from_secs(20) {
+        gossamer::yield_now();
+    }
+    assert_eq!(DROPS.load(Ordering::SeqCst), 1, "dropped once, after the last trust");
+    println!("SCENARIO moves ok");
+}
+
+#[test]
+fn scenario_entry() {
+    let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
+    let f: fn() = match s.as_str() {
+        "moves" => moves,
+        other => panic!("unknown scenario {other}"),
+    };
+    gossamer::main(f, THREADS);
+}
+
+fn scenario(processes: usize) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+        .env("GOSSAMER_SCENARIO", "moves")
+        .env("GOSSAMER_PROCESSES", processes.to_string())
+        .env_remove("GOSSAMER_RANK")
+        .env_remove("GOSSAMER_SIZE")
+        .env_remove("GOSSAMER_STRICT");
+    cmd
+}
+
+fn check(out: &std::process::Output) {
+    let t = text(out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("SCENARIO moves ok"), "{t}");
+}
+
+#[test]
+fn other_processes_keep_using_a_property_while_it_moves() {
+    let (out, _) = run_program(scenario(GROUPS), Duration::from_secs(180));
+    check(&out);
+}
+
+/// The same program in one process whose workers form two simulated
+/// processes.
+#[test]
+fn the_same_in_strict_mode() {
+    let mut cmd = scenario(1);
+    cmd.env("GOSSAMER_STRICT", GROUPS.to_string());
+    let (out, _) = run_program(cmd, Duration::from_secs(180));
+    check(&out);
+}
