@@ -135,6 +135,24 @@ unsafe fn copy_words(src: *const Word, dst: *mut Word, n: usize) {
     }
 }
 
+impl Worker {
+    /// Stops the program on a response batch from trustee `t` that cannot
+    /// be read, naming the peer: only a broken peer writes one (peers are
+    /// authenticated), and its requests' fibers could never be completed.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn malformed_responses(&self, t: usize, why: &str) -> ! {
+        let whose = if self.shared.is_local(t) {
+            "this process"
+        } else if self.shared.same_host(t) {
+            "another process on this host"
+        } else {
+            "another host"
+        };
+        panic!("gossamer: the response batch from thread {t} ({whose}) to thread {} is malformed: {why}", self.index)
+    }
+}
+
 unsafe fn complete_ignore(w: &Worker, lane: usize, _data: *const (), rec: *const Word) {
     // SAFETY: messages sent by `Worker::send` answer `()`.
     if let Err(p) = unsafe { w.take_result::<()>(lane, rec) } {
@@ -468,8 +486,12 @@ impl Worker {
             // not write the slot again before we publish another request.
             unsafe {
                 slot.read(|r| {
-                    assert_eq!(r.count(), in_flight, "gossamer: response count does not match the batch");
-                    while let Some(rec) = r.next(record_words) {
+                    if r.count() != in_flight {
+                        self.malformed_responses(t, &format!("{} responses to {in_flight} requests", r.count()));
+                    }
+                    while let Some(rec) =
+                        r.try_next(record_words).unwrap_or_else(|why| self.malformed_responses(t, why))
+                    {
                         let c = self.lanes[t]
                             .borrow_mut()
                             .completions

@@ -98,9 +98,11 @@ impl Worker {
             return false;
         }
         let Some(batch) = slot.land(seq as u64) else { return false };
-        assert_eq!(batch.count(), in_flight, "gossamer: response count does not match the batch");
+        if batch.count() != in_flight {
+            self.malformed_responses(t, &format!("{} responses to {in_flight} requests", batch.count()));
+        }
         batch.read(|r| {
-            while let Some(rec) = r.next(record_words) {
+            while let Some(rec) = r.try_next(record_words).unwrap_or_else(|why| self.malformed_responses(t, why)) {
                 let c = self.lanes[t].borrow_mut().completions.pop_front().expect("gossamer: response without request");
                 // SAFETY: the record is the response to this completion's
                 // request (responses come in request order). The
