@@ -16,14 +16,13 @@
 //! the last handle, remote ones included.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use gossamer::{Adaptive, Mode, Policy};
 
 mod common;
-use common::programs::{run_program, text};
+use common::programs::{passed, run_program, scenario};
 
 /// Groups of threads that are one process (real, or simulated in strict
 /// mode): 3 of 2 threads each.
@@ -199,21 +198,8 @@ fn scenario_entry() {
     gossamer::main(f, THREADS);
 }
 
-fn scenario(name: &str, processes: usize) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SCENARIO", name)
-        .env("GOSSAMER_PROCESSES", processes.to_string())
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE")
-        .env_remove("GOSSAMER_STRICT");
-    cmd
-}
-
 fn check(out: &std::process::Output) {
-    let t = text(out);
-    assert!(out.status.success(), "{t}");
-    assert!(t.contains("SCENARIO hammer ok"), "{t}");
+    let t = passed(out, "hammer");
     assert_eq!(t.matches("REFUSED apply on a remote handle").count(), 1, "{t}");
 }
 

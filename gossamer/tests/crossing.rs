@@ -23,14 +23,13 @@
 //! cross.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::Command;
 use std::time::Duration;
 
 use gossamer::Trust;
 use proptest::prelude::*;
 
 mod common;
-use common::programs::{run_program, text};
+use common::programs::{run_program, scenario, text};
 
 // ---- the scenarios (run inside the spawned processes) ----------------------
 
@@ -322,16 +321,6 @@ fn scenario_entry() {
 }
 
 // ---- the tests (run the scenarios as programs) ------------------------------
-
-fn scenario(name: &str, processes: usize) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SCENARIO", name)
-        .env("GOSSAMER_PROCESSES", processes.to_string())
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE");
-    cmd
-}
 
 #[test]
 #[cfg(not(feature = "nightly"))]

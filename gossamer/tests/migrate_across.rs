@@ -15,7 +15,6 @@
 //! after the last trust, remote ones included.
 
 use std::cell::RefCell;
-use std::process::Command;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -23,7 +22,7 @@ use std::time::{Duration, Instant};
 use gossamer::Trust;
 
 mod common;
-use common::programs::{run_program, text};
+use common::programs::{passed, run_program, scenario};
 
 /// Two processes (real, or simulated in strict mode) of 2 threads each.
 const GROUPS: usize = 2;
@@ -167,35 +166,18 @@ fn scenario_entry() {
     gossamer::main(f, THREADS);
 }
 
-fn scenario(processes: usize) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SCENARIO", "moves")
-        .env("GOSSAMER_PROCESSES", processes.to_string())
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE")
-        .env_remove("GOSSAMER_STRICT");
-    cmd
-}
-
-fn check(out: &std::process::Output) {
-    let t = text(out);
-    assert!(out.status.success(), "{t}");
-    assert!(t.contains("SCENARIO moves ok"), "{t}");
-}
-
 #[test]
 fn other_processes_keep_using_a_property_while_it_moves() {
-    let (out, _) = run_program(scenario(GROUPS), Duration::from_secs(180));
-    check(&out);
+    let (out, _) = run_program(scenario("moves", GROUPS), Duration::from_secs(180));
+    passed(&out, "moves");
 }
 
 /// The same program in one process whose workers form two simulated
 /// processes.
 #[test]
 fn the_same_in_strict_mode() {
-    let mut cmd = scenario(1);
+    let mut cmd = scenario("moves", 1);
     cmd.env("GOSSAMER_STRICT", GROUPS.to_string());
     let (out, _) = run_program(cmd, Duration::from_secs(180));
-    check(&out);
+    passed(&out, "moves");
 }

@@ -18,7 +18,7 @@ use proptest::prelude::*;
 
 mod common;
 use common::objects::*;
-use common::programs::{run_program, text};
+use common::programs::{self, run_program, text};
 use common::{rt, strict_rt, within};
 
 // ---- within one process ----------------------------------------------------
@@ -407,13 +407,8 @@ fn scenario_entry() {
 }
 
 fn scenario(name: &str) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SCENARIO", name)
-        .env("GOSSAMER_PROCESSES", "3")
-        .env("GOSSAMER_SILENCE_MS", "20000")
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE");
+    let mut cmd = programs::scenario(name, 3);
+    cmd.env("GOSSAMER_SILENCE_MS", "20000");
     cmd
 }
 

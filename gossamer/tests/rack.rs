@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use gossamer::Trust;
 
 mod common;
-use common::programs::{run_program, text};
+use common::programs::{self, run_program, text};
 
 // ---- the scenarios (run inside the spawned processes) ----------------------
 
@@ -498,21 +498,12 @@ fn scenario_entry() {
 // ---- the tests (run the scenarios as programs) ------------------------------
 
 fn scenario(name: &str) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SCENARIO", name)
-        .env("GOSSAMER_PROCESSES", "3")
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE");
-    cmd
+    programs::scenario(name, 3)
 }
 
 fn expect_ok(name: &str) -> String {
     let (out, _) = run_program(scenario(name), Duration::from_secs(120));
-    let t = text(&out);
-    assert!(out.status.success(), "scenario {name} failed:\n{t}");
-    assert!(t.contains(&format!("SCENARIO {name} ok")), "{t}");
-    t
+    programs::passed(&out, name)
 }
 
 #[test]

@@ -16,7 +16,6 @@
 //!   original's `Drop` reaches the caller after the call is complete.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -24,7 +23,7 @@ use std::time::{Duration, Instant};
 use gossamer::Trust;
 
 mod common;
-use common::programs::{run_program, text};
+use common::programs::{run_program, scenario, text};
 
 // ---- the scenarios (run inside the spawned processes) ----------------------
 
@@ -318,16 +317,6 @@ fn scenario_entry() {
 }
 
 // ---- the tests (run the scenarios as programs) ------------------------------
-
-fn scenario(name: &str, processes: usize) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SCENARIO", name)
-        .env("GOSSAMER_PROCESSES", processes.to_string())
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE");
-    cmd
-}
 
 fn passes(name: &str) -> String {
     static ONE_AT_A_TIME: OnceLock<std::sync::Mutex<()>> = OnceLock::new();

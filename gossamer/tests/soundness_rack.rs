@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::programs::{run_program, text};
+use common::programs::{self, run_program, text};
 
 // ---- the scenarios (run inside the spawned processes) ----------------------
 
@@ -153,20 +153,12 @@ fn scenario_entry() {
 // ---- the tests (run the scenarios as programs) ------------------------------
 
 fn scenario(name: &str) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
-        .env("GOSSAMER_SCENARIO", name)
-        .env("GOSSAMER_PROCESSES", "2")
-        .env_remove("GOSSAMER_RANK")
-        .env_remove("GOSSAMER_SIZE");
-    cmd
+    programs::scenario(name, 2)
 }
 
 fn expect_ok(name: &str) {
     let (out, _) = run_program(scenario(name), Duration::from_secs(120));
-    let t = text(&out);
-    assert!(out.status.success(), "scenario {name} failed:\n{t}");
-    assert!(t.contains(&format!("SCENARIO {name} ok")), "{t}");
+    programs::passed(&out, name);
 }
 
 /// Runs a scenario that fails; returns its output and how long it took

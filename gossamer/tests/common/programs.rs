@@ -73,3 +73,27 @@ pub fn run_program(mut cmd: Command, timeout: Duration) -> (Output, Duration) {
 pub fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
+
+/// This test binary started again as a program of `processes` processes
+/// (`GOSSAMER_PROCESSES`), whose `scenario_entry` test runs the scenario
+/// `name` (`GOSSAMER_SCENARIO`) under `gossamer::main`. The caller's rank,
+/// size and strict mode are not passed on: set them on the command.
+pub fn scenario(name: &str, processes: usize) -> Command {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "scenario_entry", "--nocapture", "--test-threads=1"])
+        .env("GOSSAMER_SCENARIO", name)
+        .env("GOSSAMER_PROCESSES", processes.to_string())
+        .env_remove("GOSSAMER_RANK")
+        .env_remove("GOSSAMER_SIZE")
+        .env_remove("GOSSAMER_STRICT");
+    cmd
+}
+
+/// The output of a scenario program that must have succeeded and printed
+/// `SCENARIO {name} ok`.
+pub fn passed(out: &Output, name: &str) -> String {
+    let t = text(out);
+    assert!(out.status.success(), "scenario {name} failed:\n{t}");
+    assert!(t.contains(&format!("SCENARIO {name} ok")), "{t}");
+    t
+}
