@@ -17,7 +17,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gossamer::{Adaptive, Mode, Policy};
 
@@ -180,10 +180,7 @@ fn hammer() {
     // with their fibers (their drops are requests to the trustee).
     assert_eq!(DROPS.load(Ordering::SeqCst), 0);
     drop(tally);
-    let start = Instant::now();
-    while DROPS.load(Ordering::SeqCst) == 0 && start.elapsed() < Duration::from_secs(20) {
-        gossamer::yield_now();
-    }
+    common::yield_until(Duration::from_secs(20), || DROPS.load(Ordering::SeqCst) != 0);
     assert_eq!(DROPS.load(Ordering::SeqCst), 1, "dropped once, after the last handle");
     println!("SCENARIO hammer ok");
 }

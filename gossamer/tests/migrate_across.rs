@@ -17,7 +17,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gossamer::Trust;
 
@@ -148,10 +148,7 @@ fn moves() {
     // their fibers (their drops are requests to the first trustee).
     assert_eq!(DROPS.load(Ordering::SeqCst), 0);
     drop(tally);
-    let start = Instant::now();
-    while DROPS.load(Ordering::SeqCst) == 0 && start.elapsed() < Duration::from_secs(20) {
-        gossamer::yield_now();
-    }
+    common::yield_until(Duration::from_secs(20), || DROPS.load(Ordering::SeqCst) != 0);
     assert_eq!(DROPS.load(Ordering::SeqCst), 1, "dropped once, after the last trust");
     println!("SCENARIO moves ok");
 }

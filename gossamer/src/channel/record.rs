@@ -718,26 +718,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_full_batch_of_minimal_requests_gets_all_its_responses_even_when_large() {
-        unsafe fn fat(_p: *mut u8, _e: *mut u8, out: &mut Responder<'_>) {
-            out.put::<[u64; 60]>(Ok([9; 60]));
-        }
+    /// Fills a batch with as many argument-less requests to `shim` as fit,
+    /// serves it, and hands each response to `check`; the count.
+    fn full_batch(shim: Shim, check: impl Fn(*const Word)) -> usize {
         let (rp, ro, sp, so) = (Primary::default(), Overflow::default(), Primary::default(), Overflow::default());
         let req = Slot { primary: &rp, overflow: &ro };
         let resp = Slot { primary: &sp, overflow: &so };
-        // SAFETY: single-threaded test.
-        let n = unsafe {
-            req.write(0, |w| {
+        // SAFETY: single-threaded test; each record read once.
+        unsafe {
+            let n = req.write(0, |w| {
                 while let Some(d) = w.reserve(request_words::<()>(), 0) {
-                    encode_request(d, fat, ptr::null_mut(), ());
+                    encode_request(d, shim, ptr::null_mut(), ());
                 }
                 w.count() as usize
-            })
-        };
-        assert_eq!(n, 46);
-        // SAFETY: as above.
-        unsafe {
+            });
             req.read(|r| {
                 resp.write(FALLBACK_WORDS, |w| {
                     let mut out = Responder::new(w, n);
@@ -749,50 +743,33 @@ mod tests {
             resp.read(|r| {
                 assert_eq!(r.count() as usize, n);
                 while let Some(rec) = r.next(record_words) {
-                    assert_eq!(take_response::<[u64; 60]>(rec).unwrap(), [9; 60]);
+                    check(rec);
                 }
             });
+            n
         }
     }
-}
 
-#[cfg(all(test, not(loom)))]
-mod relayed_tests {
-    use super::super::slot::{Overflow, Primary, Slot};
-    use super::*;
+    #[test]
+    fn a_full_batch_of_minimal_requests_gets_all_its_responses_even_when_large() {
+        unsafe fn fat(_p: *mut u8, _e: *mut u8, out: &mut Responder<'_>) {
+            out.put::<[u64; 60]>(Ok([9; 60]));
+        }
+        // SAFETY: `fat` answers a `[u64; 60]`.
+        let n = full_batch(fat, |rec| assert_eq!(unsafe { take_response::<[u64; 60]>(rec) }.unwrap(), [9; 60]));
+        assert_eq!(n, 46);
+    }
 
     #[test]
     fn a_relayed_answer_to_another_process_carries_its_token() {
         unsafe fn relayed(_p: *mut u8, _e: *mut u8, out: &mut Responder<'_>) {
             out.put_remote::<u64>(Err(Box::new(Relayed(0xfeed_0001))));
         }
-        let (rp, ro, sp, so) = (Primary::default(), Overflow::default(), Primary::default(), Overflow::default());
-        let req = Slot { primary: &rp, overflow: &ro };
-        let resp = Slot { primary: &sp, overflow: &so };
-        // SAFETY: single-threaded test; each record read once, with its type.
-        unsafe {
-            let n = req.write(0, |w| {
-                while let Some(d) = w.reserve(request_words::<()>(), 0) {
-                    encode_request(d, relayed, ptr::null_mut(), ());
-                }
-                w.count() as usize
-            });
-            req.read(|r| {
-                resp.write(FALLBACK_WORDS, |w| {
-                    let mut out = Responder::new(w, n);
-                    while let Some(rec) = r.next(record_words) {
-                        dispatch(rec, &mut out);
-                    }
-                })
-            });
-            resp.read(|r| {
-                assert_eq!(r.count() as usize, n);
-                while let Some(rec) = r.next(record_words) {
-                    let p = take_remote_response::<u64>(rec, ptr::null(), 0, 3).unwrap_err();
-                    assert_eq!(p.downcast_ref::<Relayed>().map(|t| t.0), Some(0xfeed_0001));
-                }
-            });
-        }
+        full_batch(relayed, |rec| {
+            // SAFETY: a response record of the batch, read once.
+            let p = unsafe { take_remote_response::<u64>(rec, ptr::null(), 0, 3) }.unwrap_err();
+            assert_eq!(p.downcast_ref::<Relayed>().map(|t| t.0), Some(0xfeed_0001));
+        });
     }
 }
 

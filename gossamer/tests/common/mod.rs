@@ -34,6 +34,19 @@ pub fn within<R: Send + 'static>(secs: u64, f: impl FnOnce() -> R + Send + 'stat
     }
 }
 
+/// From a fiber: yields until `done` holds or `limit` has passed; whether
+/// it holds (the caller asserts what it expected).
+pub fn yield_until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while !done() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        gossamer::yield_now();
+    }
+    true
+}
+
 /// A runtime with `n` workers that are one process: tests of what one
 /// process allows (closures that capture, `spawn_on`) use it.
 pub fn rt(n: usize) -> gossamer::Runtime {
