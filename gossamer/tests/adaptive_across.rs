@@ -16,13 +16,14 @@
 //! the last handle, remote ones included.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use gossamer::{Adaptive, Mode, Policy};
 
 mod common;
 use common::programs::{passed, run_program, scenario};
+use common::tally::{Tally, DROPS};
 
 /// Groups of threads that are one process (real, or simulated in strict
 /// mode): 3 of 2 threads each.
@@ -36,36 +37,6 @@ const CLIENTS: usize = THREADS * FIBERS;
 /// The client that uses a handle sent back to the owner's process.
 const RETURNED: u32 = CLIENTS as u32;
 
-/// Drops of a tally, in the process that owns it.
-static DROPS: AtomicU32 = AtomicU32::new(0);
-
-/// The shared property: requests counted once each, in each client's order.
-struct Tally {
-    total: u64,
-    /// The next sequence number expected from each client.
-    next: Vec<u64>,
-    /// Requests that arrived out of their client's order.
-    misordered: u64,
-}
-
-impl Tally {
-    fn add(&mut self, (client, seq): (u32, u64)) -> u64 {
-        let c = client as usize;
-        if self.next[c] != seq {
-            self.misordered += 1;
-        }
-        self.next[c] = seq + 1;
-        self.total += 1;
-        self.total
-    }
-}
-
-impl Drop for Tally {
-    fn drop(&mut self) {
-        DROPS.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
 /// One client in another process: every form that crosses, in turn.
 fn remote_client((tally, client): (Adaptive<Tally>, u32)) -> (u32, u64) {
     assert_eq!(tally.mode(), Mode::Delegate, "a handle in another process always delegates");
@@ -75,8 +46,8 @@ fn remote_client((tally, client): (Adaptive<Tally>, u32)) -> (u32, u64) {
             0 => {
                 tally.apply_with(Tally::add, (client, seq));
             }
-            1 => tally.apply_with_then(Tally::add, (client, seq), |n| assert!(n > 0)),
-            2 => tally.try_apply_with_then(Tally::add, (client, seq), |r| assert!(r.is_ok())),
+            1 => tally.apply_with_then(Tally::add, (client, seq), |s| assert!(s < OPS)),
+            2 => tally.try_apply_with_then(Tally::add, (client, seq), |r| assert!(r.is_ok_and(|s| s < OPS))),
             _ => drop(tally.apply_with_async(Tally::add, (client, seq))),
         }
         sent += 1;
@@ -108,7 +79,7 @@ fn returned_client((tally, client): (Adaptive<Tally>, u32)) -> u64 {
         if seq % 2 == 0 {
             tally.apply(move |t| t.add((client, seq)));
         } else {
-            tally.apply_with_then(Tally::add, (client, seq), |n| assert!(n > 0));
+            tally.apply_with_then(Tally::add, (client, seq), |s| assert!(s < OPS));
         }
     }
     let seen = tally.apply(move |t| t.next[client as usize]);
@@ -127,8 +98,8 @@ fn local_client(tally: &Adaptive<Tally>, client: u32) -> u64 {
             0 => {
                 tally.apply(move |t| t.add((client, seq)));
             }
-            1 => tally.apply_then(move |t| t.add((client, seq)), |n| assert!(n > 0)),
-            _ => tally.apply_with_then(Tally::add, (client, seq), |n| assert!(n > 0)),
+            1 => tally.apply_then(move |t| t.add((client, seq)), |s| assert!(s < OPS)),
+            _ => tally.apply_with_then(Tally::add, (client, seq), |s| assert!(s < OPS)),
         }
         if seq % 16 == 0 {
             gossamer::yield_now();
@@ -146,7 +117,7 @@ fn hammer() {
     if topo.processes.len() > 1 {
         assert!((0..THREADS).all(|t| topo.rank_of(t) == t / per), "{topo:?}");
     }
-    let tally = gossamer::trustee(0).entrust_adaptive(Tally { total: 0, next: vec![0; CLIENTS + 1], misordered: 0 });
+    let tally = gossamer::trustee(0).entrust_adaptive(Tally::new(CLIENTS + 1));
     let mut local = Vec::new();
     let mut remote = Vec::new();
     for t in 0..THREADS {

@@ -16,13 +16,14 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use gossamer::Trust;
 
 mod common;
 use common::programs::{passed, run_program, scenario};
+use common::tally::{Tally, DROPS};
 
 /// Two processes (real, or simulated in strict mode) of 2 threads each.
 const GROUPS: usize = 2;
@@ -35,37 +36,8 @@ const OPS: u64 = 1500;
 const CLIENTS: usize = 2 * FIBERS + 1;
 const LOCAL: u32 = (CLIENTS - 1) as u32;
 
-/// Drops of a tally, in the process that owns it.
-static DROPS: AtomicU32 = AtomicU32::new(0);
 /// Set once every client is done: the moves stop.
 static STOP: AtomicBool = AtomicBool::new(false);
-
-/// The shared property: requests counted once each, in each client's order.
-struct Tally {
-    total: u64,
-    /// The next sequence number expected from each client.
-    next: Vec<u64>,
-    /// Requests that arrived out of their client's order.
-    misordered: u64,
-}
-
-impl Tally {
-    fn add(&mut self, (client, seq): (u32, u64)) -> u64 {
-        let c = client as usize;
-        if self.next[c] != seq {
-            self.misordered += 1;
-        }
-        self.next[c] = seq + 1;
-        self.total += 1;
-        seq
-    }
-}
-
-impl Drop for Tally {
-    fn drop(&mut self) {
-        DROPS.fetch_add(1, Ordering::SeqCst);
-    }
-}
 
 /// One client in another process: every form that crosses, in turn; the
 /// callbacks note the sequence numbers they get, which must come in order.
@@ -111,7 +83,7 @@ fn moves() {
     let topo = gossamer::topology();
     assert_eq!(topo.threads(), THREADS);
     let per = THREADS / GROUPS;
-    let tally = gossamer::trustee(0).entrust(Tally { total: 0, next: vec![0; CLIENTS], misordered: 0 });
+    let tally = gossamer::trustee(0).entrust(Tally::new(CLIENTS));
     let mover = {
         let t = tally.clone();
         gossamer::spawn_on(1, move || {

@@ -6,6 +6,7 @@ pub mod netem;
 pub mod netns;
 pub mod objects;
 pub mod programs;
+pub mod tally;
 
 #[allow(unused_imports)]
 pub use netns::skip;
