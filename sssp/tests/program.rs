@@ -4,6 +4,8 @@
 
 #[path = "../../gossamer/tests/common/netns.rs"]
 mod netns;
+// Shared with gossamer's own tests, which use more of it than this one.
+#[allow(dead_code)]
 #[path = "../../gossamer/tests/common/programs.rs"]
 mod programs;
 
