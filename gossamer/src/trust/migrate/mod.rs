@@ -432,28 +432,9 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
         let rec = rec;
         if far {
             far::deliver(w, client, token, r);
-            if let Some((_, true)) = key {
-                origin::relay_ended(w, rec.0);
-            }
-            return;
+        } else {
+            send_back(w, rec.0, key, client, token, r);
         }
-        let hint = key.and_then(|(origin, is_origin)| {
-            // SAFETY: the record lives until every relayed request it
-            // sent on is answered (see `origin`), on its trustee.
-            match unsafe { property::route(rec.0) } {
-                Route::Forward(t, cell) => {
-                    if is_origin {
-                        origin::routed(rec.0, client);
-                    }
-                    Some((origin, t, SendPtr(cell), is_origin))
-                }
-                _ => None,
-            }
-        });
-        w.send(client, move || {
-            let w = context::current().expect("gossamer: runtime message outside a worker");
-            relayed_result(w, token, r, hint);
-        });
         if let Some((_, true)) = key {
             origin::relay_ended(w, rec.0);
         }
@@ -461,6 +442,37 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
     let me = w.index;
     route(w, me, h.cast::<PropertyCell<T>>(), req, Reply::Then(back), false);
     Err(Box::new(Relayed(token)))
+}
+
+/// On the record `rec` (of this thread): sends the result `r` of the
+/// request it relayed under `token` to `client`, a thread of this process,
+/// with where the value is now (`key`: the record's origin and whether it
+/// is the origin itself).
+fn send_back<U: Send + 'static>(
+    w: &Worker,
+    rec: *mut Header,
+    key: Option<(usize, bool)>,
+    client: usize,
+    token: u64,
+    r: thread::Result<U>,
+) {
+    let hint = key.and_then(|(origin, is_origin)| {
+        // SAFETY: the record lives until every relayed request it sent on
+        // is answered (see `origin`), on its trustee.
+        match unsafe { property::route(rec) } {
+            Route::Forward(t, cell) => {
+                if is_origin {
+                    origin::routed(rec, client);
+                }
+                Some((origin, t, SendPtr(cell), is_origin))
+            }
+            _ => None,
+        }
+    });
+    w.send(client, move || {
+        let w = context::current().expect("gossamer: runtime message outside a worker");
+        relayed_result(w, token, r, hint);
+    });
 }
 
 // ----- moves -----------------------------------------------------------

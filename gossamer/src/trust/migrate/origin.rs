@@ -87,18 +87,28 @@ pub(super) fn left_behind(w: &Worker, h: *mut Header, t: usize, cell: *mut Heade
 /// Starts a sweep of the records `origin` left behind, if it is due and
 /// no round runs.
 fn sweep(w: &Worker, origin: usize) {
+    start_round(w, origin, true, |o| !o.releasing && o.stale.len() >= SWEEP_AT);
+}
+
+/// Starts a round of route retirement for `origin` if none runs and `due`
+/// says it is due: a sweep of the records left so far (`sweep`), or the
+/// last round.
+fn start_round(w: &Worker, origin: usize, sweep: bool, due: impl Fn(&Origin) -> bool) {
     let clients = ORIGINS.with(|m| {
         let mut m = m.borrow_mut();
         let o = m.get_mut(&origin)?;
-        if o.releasing || o.awaiting.is_some() || o.stale.len() < SWEEP_AT {
+        if o.awaiting.is_some() || !due(o) {
             return None;
         }
-        o.sweeping = Some(std::mem::take(&mut o.stale));
+        if sweep {
+            o.sweeping = Some(std::mem::take(&mut o.stale));
+        }
         o.awaiting = Some(o.clients.len());
         Some(std::mem::take(&mut o.clients))
     });
-    let Some(clients) = clients else { return };
-    ask_back(w, origin, &clients);
+    if let Some(clients) = clients {
+        ask_back(w, origin, &clients);
+    }
 }
 
 /// Asks each of `clients` for its route to `origin` back; ends the round
@@ -201,17 +211,7 @@ pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
 
 /// Starts the retirement of `origin` if it is due.
 fn retire(w: &Worker, origin: usize) {
-    let clients = ORIGINS.with(|m| {
-        let mut m = m.borrow_mut();
-        let o = m.get_mut(&origin)?;
-        if !o.releasing || o.relays != 0 || o.awaiting.is_some() {
-            return None;
-        }
-        o.awaiting = Some(o.clients.len());
-        Some(std::mem::take(&mut o.clients))
-    });
-    let Some(clients) = clients else { return };
-    ask_back(w, origin, &clients);
+    start_round(w, origin, false, |o| o.releasing && o.relays == 0);
 }
 
 /// On the origin's thread: a client thread dropped its route to `origin`,
