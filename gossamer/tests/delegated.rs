@@ -178,3 +178,45 @@ fn latch_hands_over_in_fifo_order_between_fibers_of_one_thread() {
         assert_eq!(order, vec![100, 0, 1, 2, 3, 4]);
     });
 }
+
+#[test]
+fn a_launch_from_inside_a_launch_on_the_same_property_is_refused_instead_of_hanging() {
+    within(60, || {
+        let rt = rt(2);
+        let t = rt.trustee(1).entrust(Latch::new(7u32));
+        let msg = rt.block_on(move || {
+            // The outer closure holds the latch; the inner launch would wait
+            // for it while the outer waits for the inner launch.
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                t.launch_with(|_, again: Trust<Latch<u32>>| again.launch(|v| *v), t.clone())
+            }));
+            let p = r.expect_err("the nested launch must panic, not hang");
+            let msg = p.downcast_ref::<String>().cloned().unwrap_or_default();
+            // The latch was released as the outer closure unwound, and the
+            // value is intact.
+            assert_eq!(t.launch(|v| *v), 7);
+            // (Other fibers of the trustee's thread, which do not hold the
+            // latch, still wait their turn: see the FIFO test below.)
+            msg
+        });
+        assert!(msg.contains("holds its latch") && msg.contains("launch_then"), "{msg}");
+    });
+}
+
+#[test]
+fn taking_a_latch_the_fiber_already_holds_is_refused_instead_of_hanging() {
+    within(30, || {
+        let rt = rt(1);
+        let msg = rt.block_on(|| {
+            let latch = Latch::new(1u32);
+            let first = latch.lock();
+            let r = catch_unwind(AssertUnwindSafe(|| *latch.lock()));
+            drop(first);
+            // Free again, and taken by this fiber without complaint.
+            assert_eq!(*latch.lock(), 1);
+            let p = r.expect_err("relocking must panic, not hang");
+            p.downcast_ref::<String>().cloned().unwrap_or_default()
+        });
+        assert!(msg.contains("already holds") && msg.contains("not reentrant"), "{msg}");
+    });
+}

@@ -470,7 +470,19 @@ fn leader_panics() {
 fn small() {
     let t = gossamer::entrust_on(1, 40u64);
     assert_eq!(t.apply_with(|v, ()| *v + 2, ()), 42);
+    // No rank keeps the program's secret in its environment, so nothing it
+    // starts inherits it: checked here (rank 0) and on the last rank.
+    assert_eq!(secret_seen_here(), ["unset", "unset"]);
+    let last = gossamer::entrust_on(5, ());
+    assert_eq!(last.apply_with(|_, ()| secret_seen_here(), ()), ["unset", "unset"]);
     println!("SCENARIO small ok");
+}
+
+/// `GOSSAMER_SECRET` as this process sees it and as a child it starts does.
+fn secret_seen_here() -> [String; 2] {
+    let own = std::env::var("GOSSAMER_SECRET").unwrap_or_else(|_| "unset".into());
+    let child = Command::new("sh").args(["-c", "printf %s \"${GOSSAMER_SECRET-unset}\""]).output().unwrap();
+    [own, String::from_utf8_lossy(&child.stdout).into_owned()]
 }
 
 #[test]

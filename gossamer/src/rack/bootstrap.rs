@@ -28,11 +28,15 @@ const STARTUP: Duration = Duration::from_secs(60);
 
 pub(super) fn run(gsm_main: fn(), threads: usize) -> Result<(), RackError> {
     let role = launch::detect()?;
+    // The role holds the secret now; what this rank starts must not inherit it.
+    super::secret::forget_text();
     if role.size == 1 {
         let rt = Builder::default().workers(threads).build().map_err(|e| RackError::Launch(e.to_string()))?;
         rt.block_on(gsm_main);
         return Ok(());
     }
+    // What programs killed while starting left on this host goes first.
+    super::stale::sweep(2 * STARTUP);
     if threads < role.size {
         return Err(RackError::Config(format!(
             "{threads} threads cannot be spread over {size} processes: each process needs at least one. Pass \

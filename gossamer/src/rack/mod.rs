@@ -68,6 +68,7 @@ mod gate;
 mod launch;
 mod monitor;
 mod secret;
+mod stale;
 mod stream;
 
 use std::ops::Range;

@@ -37,6 +37,22 @@ pub(crate) fn from_env() -> Result<Option<Vec<u8>>, RackError> {
     }
 }
 
+/// Removes `GOSSAMER_SECRET` from this process's environment, once the
+/// rank has read it, so that the processes it starts (a shell command, a
+/// tool, another Gossamer program) do not inherit the secret. (A secret
+/// file's path may stay: the file is readable by its owner only.)
+///
+/// Called by [`main`](super::main) as it starts, before the runtime starts
+/// any thread. The standard library's environment functions take a lock,
+/// so Rust code of other threads is safe beside it; C code that reads the
+/// environment on another thread at that moment would not be, which is why
+/// this is done here and nowhere later.
+pub(crate) fn forget_text() {
+    if std::env::var_os(TEXT_VAR).is_some() {
+        std::env::remove_var(TEXT_VAR);
+    }
+}
+
 /// The error for a rank of a program of several processes, started by a
 /// launcher of its own (`rank_var`/`size_var` say which), without a secret.
 pub(crate) fn missing(rank_var: &str, size_var: &str) -> RackError {

@@ -13,6 +13,12 @@
 //! that borrow. The launched fiber holds a trust of its own, so the
 //! property outlives it whatever the caller does with its trusts.
 //!
+//! A latch is not reentrant. A fiber that takes a latch it holds, or
+//! launches (and so waits) on the property whose latch it holds, would wait
+//! for itself: both panic at once, naming the mistake. A cycle through
+//! other fibers (two launches, each holding the latch the other awaits) is
+//! not refused; it shows in [`Runtime::stuck`](crate::Runtime::stuck).
+//!
 //! A launch on a trustee in another process (`launch_with`,
 //! `launch_with_then`) starts a fiber there (as `spawn_with` does) that
 //! launches the code on the trust, now local to it; the code is a `fn`,
@@ -31,11 +37,14 @@ use crate::fiber;
 use crate::runtime::context;
 use crate::runtime::profile::WaitOn;
 use crate::runtime::stuck::Waiting;
-use crate::runtime::worker::Worker;
+use crate::runtime::worker::{Worker, NO_FIBER};
 
 /// A fiber-level mutex for data owned by one thread. See the module docs.
 pub struct Latch<T> {
     locked: Cell<bool>,
+    /// The fiber holding the latch, while `locked` ([`NO_FIBER`] when it
+    /// was taken outside the runtime's fibers).
+    holder: Cell<u32>,
     waiters: UnsafeCell<VecDeque<u32>>,
     value: UnsafeCell<T>,
 }
@@ -47,7 +56,12 @@ unsafe impl<T: Send> Send for Latch<T> {}
 impl<T> Latch<T> {
     /// A new, unlocked latch.
     pub fn new(value: T) -> Self {
-        Latch { locked: Cell::new(false), waiters: UnsafeCell::new(VecDeque::new()), value: UnsafeCell::new(value) }
+        Latch {
+            locked: Cell::new(false),
+            holder: Cell::new(NO_FIBER),
+            waiters: UnsafeCell::new(VecDeque::new()),
+            value: UnsafeCell::new(value),
+        }
     }
 
     /// True while some fiber holds the latch.
@@ -61,6 +75,7 @@ impl<T> Latch<T> {
             None
         } else {
             self.locked.set(true);
+            self.holder.set(context::current().map_or(NO_FIBER, |w| w.current_fiber()));
             Some(LatchGuard { latch: self })
         }
     }
@@ -69,13 +84,22 @@ impl<T> Latch<T> {
     ///
     /// # Panics
     /// If the latch is held and the caller may not suspend (delegated
-    /// context, or not a fiber of the runtime).
+    /// context, or not a fiber of the runtime), or if the calling fiber
+    /// holds it already: a latch is not reentrant, and waiting for itself
+    /// would never end.
     pub fn lock(&self) -> LatchGuard<'_, T> {
         if let Some(g) = self.try_lock() {
             return g;
         }
         let w = context::current().expect("gossamer: Latch::lock would block outside the runtime");
         w.check_may_block();
+        if self.held_by(w.current_fiber()) {
+            panic!(
+                "gossamer: this fiber already holds this Latch<{}> and takes it again: it would wait for itself \
+                 forever (a latch is not reentrant; use the guard it already has)",
+                std::any::type_name::<T>()
+            );
+        }
         // SAFETY: the waiter queue is only touched by this thread's fibers,
         // one at a time, and no reference to it outlives these calls.
         unsafe { (*self.waiters.get()).push_back(w.current_fiber()) };
@@ -98,11 +122,19 @@ impl<T> Latch<T> {
         self.value.into_inner()
     }
 
+    /// True if `fiber` holds the latch.
+    fn held_by(&self, fiber: u32) -> bool {
+        self.locked.get() && fiber != NO_FIBER && self.holder.get() == fiber
+    }
+
     fn unlock(&self) {
         // SAFETY: as in `lock`.
         let next = unsafe { (*self.waiters.get()).pop_front() };
         match next {
-            Some(f) => context::current().expect("gossamer: latch released outside its runtime").make_ready(f),
+            Some(f) => {
+                self.holder.set(f);
+                context::current().expect("gossamer: latch released outside its runtime").make_ready(f)
+            }
             None => self.locked.set(false),
         }
     }
@@ -242,6 +274,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         if w.shared.crosses(Some(w.index), self.trustee as usize) {
             crate::channel::remote::refuse_closure::<F>("launch", self.trustee as usize);
         }
+        self.refuse_launch_into_itself(w, "launch");
         let wait = Waiter::<U>::new(w.current_fiber());
         let reply = ReplyTo { worker: w.index, target: wait.as_data() };
         self.start(w, f, reply, finish_wait::<U>);
@@ -274,6 +307,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             let _waiting = self.waiting(w);
             return far_result(handle.join());
         }
+        self.refuse_launch_into_itself(w, "launch_with");
         let wait = Waiter::<U>::new(w.current_fiber());
         let reply = ReplyTo { worker: w.index, target: wait.as_data() };
         self.start(w, move |t| f(t, v), reply, finish_wait::<U>);
@@ -333,6 +367,34 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         }
         let target: *const () = Box::into_raw(Box::new(then)).cast_const().cast();
         self.start(w, move |t| f(t, v), ReplyTo { worker: w.index, target }, finish_then::<U, G>);
+    }
+
+    /// Panics if the calling fiber holds this property's latch: it is a
+    /// launched closure of this property (or took the latch in one), and
+    /// the launch would wait for the latch it holds, forever.
+    fn refuse_launch_into_itself(&self, w: &Worker, what: &str) {
+        if w.index != self.trustee as usize {
+            return; // the latch lives on another thread: not held by this fiber
+        }
+        let h = self.cell.as_ptr().cast::<super::property::Header>();
+        // SAFETY: on the trustee thread, which owns the cell (`self` keeps
+        // it alive).
+        if unsafe { super::property::moved(h) } {
+            return; // the launch is refused as it starts
+        }
+        // SAFETY: on the trustee thread, the only thread that touches the
+        // latch, and `self` keeps the property alive. Only the latch's
+        // cells are read; a launched closure holding it borrows the value
+        // inside (an `UnsafeCell`) and never the latch itself mutably.
+        let latch: &Latch<T> = unsafe { &*(*self.cell.as_ptr()).value.get() };
+        if latch.held_by(w.current_fiber()) {
+            panic!(
+                "gossamer: {what} on a Trust<Latch<{}>> from a fiber that holds its latch (a closure launched on the \
+                 same property): the new launch would wait for that latch and the holder for the launch, forever. \
+                 Work on the value you already hold, or use launch_then, which does not wait",
+                std::any::type_name::<T>()
+            );
+        }
     }
 
     /// Records (if tracking) that the running fiber waits for a launch here.

@@ -40,7 +40,8 @@ latch) was made in delegated context (inside a delegated closure, a then-callbac
 suspend; use apply_then to continue asynchronously, or make the outer call a launch() on a Trust<Latch<T>> so that \
 the closure runs in a fiber that may block";
 
-const NO_FIBER: u32 = u32::MAX;
+/// A worker's current fiber while it runs none (its scheduler loop).
+pub(crate) const NO_FIBER: u32 = u32::MAX;
 
 pub(crate) struct Worker {
     pub(crate) index: usize,
