@@ -13,6 +13,10 @@
 //! the end the totals are exact, nothing ran out of order, each client's
 //! callbacks ran in issue order, and the value is dropped exactly once
 //! after the last trust, remote ones included.
+//!
+//! A second program launches from rank 1 (`launch_with`) on a latched
+//! counter of rank 0 that moves between rounds: each launch runs where the
+//! value is, and every one runs once.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -125,11 +129,50 @@ fn moves() {
     println!("SCENARIO moves ok");
 }
 
+/// Launches from rank 1 (`launch_with`, the form that crosses) on a
+/// latched counter of rank 0 that moved: each runs where the value is.
+fn launches() {
+    let per = THREADS / GROUPS;
+    let counter = gossamer::trustee(0).entrust(gossamer::Latch::new(0u64));
+    for (round, to) in [1usize, 0, 1].into_iter().enumerate() {
+        counter.migrate_to(gossamer::trustee(to));
+        let clients: Vec<_> = (0..2)
+            .map(|i| {
+                gossamer::spawn_with(
+                    per + i,
+                    |c: Trust<gossamer::Latch<u64>>| {
+                        (0..50)
+                            .map(|_| {
+                                c.launch_with(
+                                    |v, ()| {
+                                        gossamer::yield_now(); // may block: it is a launch
+                                        *v += 1;
+                                        gossamer::current_thread().unwrap()
+                                    },
+                                    (),
+                                )
+                            })
+                            .collect::<Vec<usize>>()
+                    },
+                    counter.clone(),
+                )
+            })
+            .collect();
+        for h in clients {
+            let ran_on = h.join().expect("a launching client in another process failed");
+            assert!(ran_on.iter().all(|&t| t == to), "round {round}: launches ran on {ran_on:?}, the value is on {to}");
+        }
+    }
+    assert_eq!(counter.launch(|v| *v), 300, "every launch ran exactly once");
+    println!("SCENARIO launches ok");
+}
+
 #[test]
 fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
     let f: fn() = match s.as_str() {
         "moves" => moves,
+        "launches" => launches,
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, THREADS);
@@ -149,4 +192,10 @@ fn the_same_in_strict_mode() {
     cmd.env("GOSSAMER_STRICT", GROUPS.to_string());
     let (out, _) = run_program(cmd, Duration::from_secs(180));
     passed(&out, "moves");
+}
+
+#[test]
+fn launches_from_another_process_follow_the_property() {
+    let (out, _) = run_program(scenario("launches", GROUPS), Duration::from_secs(120));
+    passed(&out, "launches");
 }

@@ -85,8 +85,7 @@ closure sent with apply/apply_then may not reach its value meanwhile (it would a
 use launch/launch_then for every access to a Trust<Latch<T>> that may overlap a launch";
 /// Why a closure reached a property that moved, where it cannot follow.
 pub(crate) const MOVED_AWAY: &str = "gossamer: this property was moved to another trustee (Trust::migrate_to), and \
-this request cannot follow it: launched closures reach only a property that never moved; use apply/apply_then (or \
-the apply_with forms), or do not migrate a property that launches use";
+this request reached the cell it left, which cannot relay it";
 /// Why a closure was refused at shutdown.
 pub(crate) const GONE: &str = "gossamer: the runtime is shutting down and this property was already dropped; the \
 closure was refused";

@@ -11,7 +11,9 @@
 //! the trust (`apply`, `apply_then`, …) is refused with a panic, and so can
 //! never reach the value mutably (`get_mut`, or replacing the latch) beside
 //! that borrow. The launched fiber holds a trust of its own, so the
-//! property outlives it whatever the caller does with its trusts.
+//! property outlives it whatever the caller does with its trusts. A
+//! property that moved (`migrate_to`) is launched on where its value is
+//! (`trust::migrate::launch`), and stays there while lent.
 //!
 //! A latch is not reentrant. A fiber that takes a latch it holds, or
 //! launches (and so waits) on the property whose latch it holds, would wait
@@ -195,10 +197,67 @@ fn far_result<U>(r: Result<U, crate::JoinError>) -> U {
     }
 }
 
+thread_local! {
+    /// The fibers of this thread that hold a property's latch through a
+    /// launch, with the property (its first cell's address, the same
+    /// wherever the value moved).
+    static LAUNCHED: std::cell::RefCell<Vec<(u32, usize)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// True if `fiber` of this thread holds the latch of the property at
+/// `key` through a launch.
+fn holds_by_launch(fiber: u32, key: usize) -> bool {
+    LAUNCHED.with(|l| l.borrow().contains(&(fiber, key)))
+}
+
+/// The launched fiber's work, on the thread that holds the value: takes
+/// the latch of the property `key` (its first cell), runs `f` and
+/// delivers the result; `lent` is released once `f` is done.
+pub(crate) fn run_launched<T, F, U>(
+    lent: super::property::Lent,
+    key: usize,
+    latch: &Latch<T>,
+    f: F,
+    reply: ReplyTo,
+    finish: unsafe fn(&Worker, *const (), thread::Result<U>),
+) where
+    F: FnOnce(&mut T) -> U,
+    U: Send + 'static,
+{
+    /// Forgets the fiber's hold when `f` ends, also by a panic.
+    struct Held(u32, usize);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            let me = (self.0, self.1);
+            LAUNCHED.with(|l| {
+                let mut l = l.borrow_mut();
+                if let Some(i) = l.iter().position(|e| *e == me) {
+                    l.swap_remove(i);
+                }
+            });
+        }
+    }
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        let mut g = latch.lock();
+        let fiber = context::current().map_or(NO_FIBER, |w| w.current_fiber());
+        LAUNCHED.with(|l| l.borrow_mut().push((fiber, key)));
+        let _held = Held(fiber, key);
+        f(&mut g)
+    }));
+    drop(lent);
+    match r {
+        // Shutdown abandoned this fiber and is unwinding its stack: the
+        // caller may be gone (abandoned as well), so let the unwind finish
+        // instead of answering.
+        Err(p) if context::current().is_some_and(|w| w.shared.stopped()) => std::panic::resume_unwind(p),
+        r => deliver(reply, r, finish),
+    }
+}
+
 /// Where a launched closure's result goes: a fiber or a callback on the
 /// issuing worker.
 #[derive(Clone, Copy)]
-struct ReplyTo {
+pub(crate) struct ReplyTo {
     worker: usize,
     target: *const (),
 }
@@ -206,7 +265,7 @@ struct ReplyTo {
 // SAFETY: `target` is only dereferenced back on `worker`, its own thread.
 unsafe impl Send for ReplyTo {}
 
-fn deliver<R: Send + 'static>(reply: ReplyTo, r: R, finish: unsafe fn(&Worker, *const (), R)) {
+pub(crate) fn deliver<R: Send + 'static>(reply: ReplyTo, r: R, finish: unsafe fn(&Worker, *const (), R)) {
     let w = context::current().expect("launched fiber outside its runtime");
     if reply.worker == w.index {
         // SAFETY: `finish` matches the target stored in `reply`.
@@ -369,25 +428,11 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         self.start(w, move |t| f(t, v), ReplyTo { worker: w.index, target }, finish_then::<U, G>);
     }
 
-    /// Panics if the calling fiber holds this property's latch: it is a
-    /// launched closure of this property (or took the latch in one), and
-    /// the launch would wait for the latch it holds, forever.
+    /// Panics if the calling fiber holds this property's latch through a
+    /// launch (it is a launched closure of this property): the new launch
+    /// would wait for the latch it holds, forever.
     fn refuse_launch_into_itself(&self, w: &Worker, what: &str) {
-        if w.index != self.trustee as usize {
-            return; // the latch lives on another thread: not held by this fiber
-        }
-        let h = self.cell.as_ptr().cast::<super::property::Header>();
-        // SAFETY: on the trustee thread, which owns the cell (`self` keeps
-        // it alive).
-        if unsafe { super::property::moved(h) } {
-            return; // the launch is refused as it starts
-        }
-        // SAFETY: on the trustee thread, the only thread that touches the
-        // latch, and `self` keeps the property alive. Only the latch's
-        // cells are read; a launched closure holding it borrows the value
-        // inside (an `UnsafeCell`) and never the latch itself mutably.
-        let latch: &Latch<T> = unsafe { &*(*self.cell.as_ptr()).value.get() };
-        if latch.held_by(w.current_fiber()) {
+        if holds_by_launch(w.current_fiber(), self.cell.as_ptr() as usize) {
             panic!(
                 "gossamer: {what} on a Trust<Latch<{}>> from a fiber that holds its latch (a closure launched on the \
                  same property): the new launch would wait for that latch and the holder for the launch, forever. \
@@ -419,9 +464,10 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             let h = keep.cell.as_ptr().cast::<super::property::Header>();
             // SAFETY: on the trustee thread; `keep` keeps the cell alive.
             if unsafe { super::property::moved(h) } {
-                // The value moved away (`migrate_to`): it is not here to lock.
-                let why: Box<dyn std::any::Any + Send> = Box::new(super::property::MOVED_AWAY);
-                return deliver(reply, Err(why), finish);
+                // The value moved away (`migrate_to`): the launch starts
+                // where it is, sent there as a request is.
+                let w = context::current().expect("launch outside its runtime");
+                return super::migrate::launch::start_moved(w, keep, f, reply, finish);
             }
             // SAFETY: this fiber runs on the trustee thread, the only thread
             // that touches the latch, and `keep` keeps the property alive.
@@ -431,18 +477,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             let lent = unsafe { super::property::Lent::new(h) };
             // SAFETY: as above.
             let latch: &Latch<T> = unsafe { &*(*keep.cell.as_ptr()).value.get() };
-            let r = catch_unwind(AssertUnwindSafe(|| {
-                let mut g = latch.lock();
-                f(&mut g)
-            }));
-            drop(lent);
-            match r {
-                // Shutdown abandoned this fiber and is unwinding its stack:
-                // the caller may be gone (abandoned as well), so let the
-                // unwind finish instead of answering.
-                Err(p) if context::current().is_some_and(|w| w.shared.stopped()) => std::panic::resume_unwind(p),
-                r => deliver(reply, r, finish),
-            }
+            run_launched(lent, keep.cell.as_ptr() as usize, latch, f, reply, finish);
         };
         let spawn = move || {
             let w = context::current().expect("launch outside its runtime");

@@ -469,9 +469,9 @@ impl<T: Send + 'static> Trust<T> {
     ///
     /// Requests that come from another process (`apply_with` and its forms,
     /// from a trust sent there) follow the property too, always through the
-    /// trustee it was entrusted to. `launch` reaches only a property that
-    /// never moved: once it has moved a launch is refused with an error
-    /// that says so.
+    /// trustee it was entrusted to. So do launches on a `Trust<Latch<T>>`:
+    /// the launched fiber runs on the trustee that holds the value, which
+    /// keeps it while the fiber holds or awaits the latch.
     pub fn migrate_to(&self, to: TrusteeRef) {
         let w = self.worker_here("migrate_to");
         assert!(to.runtime() == self.runtime, "gossamer: migrate_to: the trustee belongs to another runtime");

@@ -91,8 +91,9 @@
 //! follow it as well: the origin relays them like any other, and sends
 //! each result back to the client's thread in a message of its own (`far`);
 //! such a client keeps no route, as routes name cells of this process. A
-//! launched closure (`launch` on a `Trust<Latch<T>>`) reaching a moved
-//! property is refused with an error that says so.
+//! launch (`launch` on a `Trust<Latch<T>>`) follows it too: its start is
+//! routed from the origin like a request, and the launched fiber runs
+//! where the value is (`launch`).
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -105,6 +106,7 @@ use std::thread;
 pub(crate) mod direct;
 pub(crate) mod far;
 pub(crate) mod follow;
+pub(crate) mod launch;
 #[cfg(all(test, loom))]
 mod loom_model;
 pub(crate) mod origin;
@@ -205,6 +207,9 @@ fn relayed_result<U: Send + 'static>(w: &Worker, token: u64, r: thread::Result<U
 /// A request that can be routed to wherever the property's value is.
 pub(crate) trait Request<T: 'static>: Send + Sized + 'static {
     type Out: Transferable;
+    /// True for the start of a launch, which may reach a value lent to
+    /// other launches (it waits for the latch, in turn).
+    const WAITS_FOR_LATCH: bool = false;
     /// Queues the request for `cell` on trustee `t` (not this thread).
     fn enqueue(self, w: &Worker, t: usize, cell: *mut PropertyCell<T>, c: Completion);
     /// Runs the request on `cell`, whose value is here and reachable.
@@ -307,6 +312,7 @@ fn run_here<T: 'static, R: Request<T>>(w: &Worker, cell: *mut PropertyCell<T>, r
     // SAFETY: on the cell's trustee; the cell lives (see `resolve`).
     match unsafe { property::check_reachable(cell.cast()) } {
         Ok(()) => req.run(w, cell),
+        Err(why) if R::WAITS_FOR_LATCH && why == property::LENT => req.run(w, cell),
         Err(why) => Err(Box::new(why)),
     }
 }
@@ -573,6 +579,8 @@ unsafe fn start_move<T: Send + 'static>(
             Ok(())
         }
         Route::Forward(x, _) if x == to => Ok(()),
+        // A launch holds or awaits the latch where the value is.
+        Route::Forward(..) if launch::out(h.addr()) => Err(property::LENT),
         Route::Forward(x, holder) => {
             // SAFETY: a moved origin of this thread.
             let before = unsafe { property::forward_of(h) };
@@ -596,8 +604,9 @@ unsafe fn start_move<T: Send + 'static>(
                         unsafe { property::set_forward(h, to, cell, id) }
                     }
                     Err(p) => {
-                        // The holder could not hand over (shutdown): the
-                        // value stays where it was.
+                        // The holder could not hand over (shutdown, or a
+                        // launch holds the latch there): the value stays
+                        // where it was.
                         crate::error::drop_payload(p);
                         // SAFETY: as above.
                         unsafe { property::set_forward(h, before.0, before.1, before.2) }
