@@ -251,7 +251,7 @@ fn migrate_runs_and_verifies() {
     let o = bench(&d, &args(&["migrate", "--interval-us", "100"]));
     check_ok(&d, &o, &["migrate.csv", "migrate_run.txt"]);
     let stdout = text(&o.stdout);
-    for v in ["mutex", "before", "during", "after"] {
+    for v in ["mutex", "before", "during", "after", "hot-follow", "launch-stay", "launch-moved"] {
         assert!(stdout.contains(v), "phase {v} missing:\n{stdout}");
     }
 }

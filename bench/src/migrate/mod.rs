@@ -17,9 +17,15 @@
 //! (`hot-stay`) and with `MigrationPolicy::Follow` (`hot-follow`, which
 //! moves it to them by itself; `moves` says how often it moved).
 //!
+//! Then the launch rows (`launch.rs`): fibers on every worker `launch` onto
+//! a latched counter that never moved (`launch-stay`) and onto one moved
+//! to the last trustee (`launch-moved`), whose launches the first trustee
+//! sends on to it.
+//!
 //! The counter must equal the number of increments the clients counted.
 
 mod follow;
+mod launch;
 mod run;
 
 use std::io::Write;
@@ -58,6 +64,8 @@ pub fn run(s: &Settings, a: &MigrateArgs) -> Result<()> {
         row("hot-stay", stay.mops, stay.moves);
         let moving = follow::run(s, follow::follow())?;
         row("hot-follow", moving.mops, moving.moves);
+        row("launch-stay", launch::run(s, false)?, 0);
+        row("launch-moved", launch::run(s, true)?, 1);
         let _ = std::io::stdout().flush();
     }
     std::fs::write(s.out.join("migrate.csv"), csv)?;
