@@ -464,8 +464,8 @@ impl<T: Send + 'static> Trust<T> {
     /// # Panics
     /// Outside a fiber of the trust's runtime, or in delegated context
     /// (like [`apply`](Trust::apply)); if `to` is a trustee of another
-    /// runtime or another process; if a launched closure holds the
-    /// property's latch (a `Trust<Latch<T>>` being launched on).
+    /// runtime or another process; if a launched closure holds or awaits
+    /// the property's latch (a `Trust<Latch<T>>` being launched on).
     ///
     /// Requests that come from another process (`apply_with` and its forms,
     /// from a trust sent there) follow the property too, always through the
