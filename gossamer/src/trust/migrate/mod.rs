@@ -108,6 +108,8 @@ pub(crate) mod far;
 pub(crate) mod follow;
 pub(crate) mod launch;
 #[cfg(all(test, loom))]
+mod loom_launch;
+#[cfg(all(test, loom))]
 mod loom_model;
 pub(crate) mod origin;
 #[cfg(all(test, not(loom)))]
