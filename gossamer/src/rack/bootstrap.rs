@@ -36,7 +36,7 @@ pub(super) fn run(gsm_main: fn(), threads: usize) -> Result<(), RackError> {
         return Ok(());
     }
     // What programs killed while starting left on this host goes first.
-    super::stale::sweep(2 * STARTUP);
+    super::stale::sweep(4 * STARTUP);
     if threads < role.size {
         return Err(RackError::Config(format!(
             "{threads} threads cannot be spread over {size} processes: each process needs at least one. Pass \

@@ -11,10 +11,12 @@
 //! that holds its memory until the machine restarts.
 //!
 //! Every rank of a later program removes such leftovers as it starts. A
-//! name older than twice the start-up deadline cannot belong to a program
-//! still starting, since a start-up gives up after the deadline, and one
-//! that has started has removed its names. Only this user's files are
-//! touched, and only names of exactly these two shapes.
+//! name older than four times the start-up deadline cannot belong to a
+//! program still starting: a start-up's waits (every rank's arrival, the
+//! hosts' first processes mapping, then the others) each give up after
+//! the deadline, so a name lives at most about three deadlines, and a
+//! program that has started has removed its names. Only this user's files
+//! are touched, and only names of exactly these two shapes.
 
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
