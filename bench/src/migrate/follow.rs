@@ -5,13 +5,10 @@
 //! clients' trustee by itself), each for one phase's duration.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use gossamer::{FollowParams, MigrationPolicy, Runtime};
 
-use crate::error::{expect_eq, BenchError, Result};
+use crate::error::{expect_eq, Result};
 use crate::settings::Settings;
 use crate::work::fetch_add;
 
@@ -49,40 +46,19 @@ pub fn run(s: &Settings, policy: MigrationPolicy) -> Result<FollowRun> {
         let t = gossamer::trustee(0).entrust(Hot { n: 0, on: None, moves: 0 });
         t.set_migration_policy(policy).map(|()| t)
     })?;
-    let go = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicUsize::new(0));
     let hot = n - 1;
-    let clients = s.fibers;
-    let handles: Vec<_> = (0..clients)
-        .map(|_| {
-            let (t, go, stop, ready) = (counter.clone(), go.clone(), stop.clone(), ready.clone());
-            rt.handle().spawn_on(hot, move || {
-                ready.fetch_add(1, Ordering::SeqCst);
-                while !go.load(Ordering::Relaxed) {
-                    gossamer::yield_now();
-                }
-                let mut ops = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    black_box(t.apply(bump));
-                    ops += 1;
-                }
-                ops
-            })
-        })
-        .collect();
-    while ready.load(Ordering::SeqCst) < clients {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    go.store(true, Ordering::SeqCst);
-    let start = Instant::now();
-    std::thread::sleep(s.duration);
-    stop.store(true, Ordering::SeqCst);
-    let secs = start.elapsed().as_secs_f64();
-    let mut ops = 0;
-    for h in handles {
-        ops += h.join().map_err(|e| BenchError::Other(format!("a client failed: {e}")))?;
-    }
+    let (ops, secs) = super::timed::run(
+        &rt,
+        s,
+        s.fibers,
+        |_| hot,
+        || {
+            let t = counter.clone();
+            move || {
+                black_box(t.apply(bump));
+            }
+        },
+    )?;
     let (total, moves) = rt.block_on(move || counter.apply(|h| (h.n, h.moves)));
     expect_eq("counter under the follow policy", total, ops + s.fault as u64)?;
     drop(rt);

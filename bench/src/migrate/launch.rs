@@ -6,13 +6,10 @@
 //! one phase's duration.
 
 use std::hint::black_box;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use gossamer::{Latch, Runtime};
 
-use crate::error::{expect_eq, BenchError, Result};
+use crate::error::{expect_eq, Result};
 use crate::settings::Settings;
 use crate::work::fetch_add;
 
@@ -27,39 +24,18 @@ pub fn run(s: &Settings, moved: bool) -> Result<f64> {
         }
         t
     });
-    let go = Arc::new(AtomicBool::new(false));
-    let stop = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicUsize::new(0));
-    let clients = n * s.fibers;
-    let handles: Vec<_> = (0..clients)
-        .map(|c| {
-            let (t, go, stop, ready) = (counter.clone(), go.clone(), stop.clone(), ready.clone());
-            rt.handle().spawn_on(c % n, move || {
-                ready.fetch_add(1, Ordering::SeqCst);
-                while !go.load(Ordering::Relaxed) {
-                    gossamer::yield_now();
-                }
-                let mut ops = 0u64;
-                while !stop.load(Ordering::Relaxed) {
-                    black_box(t.launch(fetch_add));
-                    ops += 1;
-                }
-                ops
-            })
-        })
-        .collect();
-    while ready.load(Ordering::SeqCst) < clients {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    go.store(true, Ordering::SeqCst);
-    let start = Instant::now();
-    std::thread::sleep(s.duration);
-    stop.store(true, Ordering::SeqCst);
-    let secs = start.elapsed().as_secs_f64();
-    let mut ops = 0;
-    for h in handles {
-        ops += h.join().map_err(|e| BenchError::Other(format!("a launching client failed: {e}")))?;
-    }
+    let (ops, secs) = super::timed::run(
+        &rt,
+        s,
+        n * s.fibers,
+        |c| c % n,
+        || {
+            let t = counter.clone();
+            move || {
+                black_box(t.launch(fetch_add));
+            }
+        },
+    )?;
     let total = rt.block_on(move || counter.launch(|v| *v));
     expect_eq("latched counter", total, ops + s.fault as u64)?;
     drop(rt);

@@ -27,6 +27,7 @@
 mod follow;
 mod launch;
 mod run;
+mod timed;
 
 use std::io::Write;
 
