@@ -196,7 +196,8 @@ fn a_launch_from_inside_a_launch_on_the_same_property_is_refused_instead_of_hang
             // value is intact.
             assert_eq!(t.launch(|v| *v), 7);
             // (Other fibers of the trustee's thread, which do not hold the
-            // latch, still wait their turn: see the FIFO test below.)
+            // latch, still wait their turn: see
+            // `latch_hands_over_in_fifo_order_between_fibers_of_one_thread`.)
             msg
         });
         assert!(msg.contains("holds its latch") && msg.contains("launch_then"), "{msg}");

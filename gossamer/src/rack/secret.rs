@@ -48,9 +48,7 @@ pub(crate) fn from_env() -> Result<Option<Vec<u8>>, RackError> {
 /// environment on another thread at that moment would not be, which is why
 /// this is done here and nowhere later.
 pub(crate) fn forget_text() {
-    if std::env::var_os(TEXT_VAR).is_some() {
-        std::env::remove_var(TEXT_VAR);
-    }
+    std::env::remove_var(TEXT_VAR);
 }
 
 /// The error for a rank of a program of several processes, started by a

@@ -25,7 +25,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::marker::PhantomData;
 use std::thread;
 
 use super::{relay, route, run_here, Reply, Request, Then};
@@ -85,7 +84,6 @@ pub(crate) struct Start<T: Send + 'static, F, U> {
     f: F,
     reply: ReplyTo,
     finish: Finish<U>,
-    _u: PhantomData<fn() -> U>,
 }
 
 impl<T, F, U> Request<Latch<T>> for Start<T, F, U>
@@ -109,7 +107,7 @@ where
         // cell is never handed over, so its value stays in it.
         let lent = unsafe { Lent::new(h) };
         let cell = SendPtr(cell);
-        let Start { keep, f, reply, finish, .. } = self;
+        let Start { keep, f, reply, finish } = self;
         w.spawn_boxed(Box::new(move || {
             let (cell, keep) = (cell, keep);
             // SAFETY: as above; this fiber runs on the cell's trustee, the
@@ -175,6 +173,6 @@ where
             deliver(reply, Err(why), finish);
         }
     });
-    let start = Start { keep, f, reply, finish, _u: PhantomData };
+    let start = Start { keep, f, reply, finish };
     route(w, t, cell, start, Reply::Then(failed), false);
 }
