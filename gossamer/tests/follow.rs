@@ -35,7 +35,13 @@ impl State {
 }
 
 fn follow(window: u32) -> MigrationPolicy {
-    MigrationPolicy::Follow(FollowParams { window, share_percent: 60, return_percent: 80, rest_windows: 2 })
+    MigrationPolicy::Follow(FollowParams {
+        window,
+        window_ms: 0,
+        share_percent: 60,
+        return_percent: 80,
+        rest_windows: 2,
+    })
 }
 
 /// Where the value is now: the trustee a closure runs on.
@@ -221,7 +227,8 @@ fn frequent_moves_it_asks_for_keep_every_request_once_in_order_and_drop_it_once(
             let t = gossamer::trustee(0).entrust((State::default(), Counted(d)));
             // As eager as it gets: a move whenever one thread issued most of
             // 16 requests, no rest, no stronger share to go back.
-            let eager = FollowParams { window: 16, share_percent: 51, return_percent: 51, rest_windows: 0 };
+            let eager =
+                FollowParams { window: 16, window_ms: 0, share_percent: 51, return_percent: 51, rest_windows: 0 };
             t.set_migration_policy(MigrationPolicy::Follow(eager)).unwrap();
             let clients: Vec<_> = (0..CLIENTS)
                 .map(|c| {
@@ -259,5 +266,44 @@ fn frequent_moves_it_asks_for_keep_every_request_once_in_order_and_drop_it_once(
         assert_eq!(drops.load(Ordering::SeqCst), 1, "dropped again at shutdown");
         assert!(places.len() > 2, "it hardly moved ({places:?}): the test lost its point");
         eprintln!("moves: {}", places.len() - 1);
+    });
+}
+
+/// Requests from thread 2, one every millisecond or so: too few for a
+/// window of 2^20 requests, so only a window closed by its age moves the
+/// property.
+fn used_slowly(window_ms: u32, n: u32) -> Vec<usize> {
+    let rt = rt(3);
+    rt.block_on(move || {
+        let t = gossamer::trustee(0).entrust(State::default());
+        let params =
+            FollowParams { window: 1 << 20, window_ms, share_percent: 60, return_percent: 80, rest_windows: 0 };
+        t.set_migration_policy(MigrationPolicy::Follow(params)).unwrap();
+        let u = t.clone();
+        gossamer::spawn_on(2, move || {
+            for s in 0..n {
+                u.apply(move |st| st.run(0, s));
+                // Blocks only thread 2: its requests go out one by one.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+        .join()
+        .unwrap();
+        let (total, log, places) = t.apply(|st| (st.total, std::mem::take(&mut st.log), st.places.clone()));
+        assert_eq!(total, u64::from(n));
+        check_order(&log, 1, n);
+        places
+    })
+}
+
+#[test]
+fn a_property_used_slowly_follows_once_its_windows_close_by_age() {
+    within(120, || {
+        // 300 requests over at least 300 ms: windows of 20 ms hold about
+        // 16-20 requests each, so some close by age and one moves it.
+        let places = used_slowly(20, 300);
+        assert_eq!(places, vec![0, 2], "the property did not follow its only user, or moved more than once");
+        // With windows closed by count only, it never collects a window.
+        assert_eq!(used_slowly(0, 100), vec![0], "a window of 2^20 requests closed early");
     });
 }

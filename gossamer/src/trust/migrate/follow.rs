@@ -15,9 +15,11 @@
 //! thread; a client that keeps sending learns its direct route after a
 //! few, see `direct`.)
 //!
-//! Every `window` requests the trustee closes a window: if one thread of
-//! this process issued at least `share_percent` % of them and it is not
-//! the holder, the property moves there. Hysteresis keeps it from
+//! Every `window` requests the trustee closes a window, and sooner once the
+//! window is `window_ms` old and holds at least [`MIN_WINDOW`] requests (so
+//! a property used a few hundred times a second still follows its users):
+//! if one thread of this process issued at least `share_percent` % of them
+//! and it is not the holder, the property moves there. Hysteresis keeps it from
 //! bouncing: after a move (and after a move is asked for) the property
 //! sits out `rest_windows` windows, and going back to the trustee it came
 //! from takes `return_percent` %.
@@ -45,6 +47,7 @@
 
 use std::any::Any;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use super::{call, relay, run_here, start_move, Request};
 use crate::channel::record::{take_value, Responder};
@@ -74,6 +77,11 @@ pub struct FollowParams {
     /// Requests per window (16 to 2^20; default 1024). A decision is taken
     /// at the end of each window, from its requests only.
     pub window: u32,
+    /// The age, in milliseconds, at which a window closes before it has
+    /// `window` requests, provided it has at least 16 (0 to 60000;
+    /// default 100; 0: windows close by count only). The clock is read
+    /// every 8 requests, not on each.
+    pub window_ms: u32,
     /// The share of a window's requests, in percent, that one thread must
     /// have issued for the property to move to it (51 to 100; default 60).
     pub share_percent: u8,
@@ -87,7 +95,7 @@ pub struct FollowParams {
 
 impl Default for FollowParams {
     fn default() -> Self {
-        FollowParams { window: 1024, share_percent: 60, return_percent: 80, rest_windows: 4 }
+        FollowParams { window: 1024, window_ms: 100, share_percent: 60, return_percent: 80, rest_windows: 4 }
     }
 }
 
@@ -95,8 +103,11 @@ impl FollowParams {
     /// `Err` naming the first parameter outside its bounds.
     pub fn check(&self) -> Result<(), Error> {
         let bad = |name, value: u32, allowed| Err(Error::BadMigrationParam { name, value: value.to_string(), allowed });
-        if !(16..=1 << 20).contains(&self.window) {
+        if !(MIN_WINDOW..=1 << 20).contains(&self.window) {
             return bad("window", self.window, "16 to 1048576 requests");
+        }
+        if self.window_ms > 60_000 {
+            return bad("window_ms", self.window_ms, "0 to 60000 milliseconds");
         }
         if !(51..=100).contains(&self.share_percent) {
             return bad("share_percent", self.share_percent.into(), "51 to 100 (a majority)");
@@ -171,6 +182,12 @@ impl<T: Send + 'static> Trust<T> {
     }
 }
 
+/// The fewest requests a window closed by its age holds (the least
+/// `window` too).
+pub(crate) const MIN_WINDOW: u32 = 16;
+/// A window's age is checked once every this many requests.
+const CLOCK_EVERY: u32 = 8;
+
 /// Moves the property whose origin is the given cell of this thread to a
 /// trustee (`start_move` for its type).
 type Mover = unsafe fn(&Worker, *mut Header, usize);
@@ -186,6 +203,8 @@ pub(crate) struct State {
     counts: Vec<u32>,
     /// Requests of the current window in all.
     seen: u32,
+    /// When the current window began.
+    started: Instant,
     /// Windows left to sit out.
     rest: u32,
     /// The trustee the property last moved away from.
@@ -194,20 +213,38 @@ pub(crate) struct State {
 
 impl State {
     fn new(params: FollowParams, origin_t: usize, origin: usize, mover: Mover, threads: usize) -> State {
-        State { params, origin_t, origin, mover, counts: vec![0; threads], seen: 0, rest: 0, came_from: None }
+        let counts = vec![0; threads];
+        State { params, origin_t, origin, mover, counts, seen: 0, started: Instant::now(), rest: 0, came_from: None }
+    }
+
+    /// Whether the current window, with `seen` requests, is old enough to
+    /// close (reads the clock only every `CLOCK_EVERY` requests).
+    fn aged(&self, now: &impl Fn() -> Instant) -> bool {
+        let ms = self.params.window_ms;
+        ms > 0
+            && self.seen >= MIN_WINDOW
+            && self.seen % CLOCK_EVERY == 0
+            && now().saturating_duration_since(self.started) >= Duration::from_millis(ms.into())
     }
 
     /// Counts one request from `client`; at the end of a window, the
     /// trustee the property should move to from `here`, if any (`local`:
-    /// whether a trustee is in this process).
-    fn count(&mut self, client: usize, here: usize, local: impl Fn(usize) -> bool) -> Option<usize> {
+    /// whether a trustee is in this process; `now`: the clock).
+    fn count(
+        &mut self,
+        client: usize,
+        here: usize,
+        local: impl Fn(usize) -> bool,
+        now: impl Fn() -> Instant,
+    ) -> Option<usize> {
         if let Some(c) = self.counts.get_mut(client) {
             *c += 1;
         }
         self.seen += 1;
-        if self.seen < self.params.window {
+        if self.seen < self.params.window && !self.aged(&now) {
             return None;
         }
+        self.started = now();
         let total = u64::from(self.seen);
         let (best, n) = self.counts.iter().enumerate().max_by_key(|&(_, &n)| n).map_or((0, 0), |(i, &n)| (i, n));
         self.counts.iter_mut().for_each(|c| *c = 0);
@@ -229,6 +266,7 @@ impl State {
     fn moved_from(&mut self, from: usize) {
         self.counts.iter_mut().for_each(|c| *c = 0);
         self.seen = 0;
+        self.started = Instant::now();
         self.rest = self.params.rest_windows;
         self.came_from = Some(from);
     }
@@ -242,7 +280,7 @@ impl Follow for State {
         // A request a trustee serves comes from the client of the batch;
         // one it runs outside a batch, from one of its own fibers.
         let client = if w.in_delegated() { w.serving.get() } else { w.index };
-        let Some(to) = self.count(client, w.index, |t| w.shared.is_local(t)) else { return };
+        let Some(to) = self.count(client, w.index, |t| w.shared.is_local(t), Instant::now) else { return };
         tracing::debug!(trustee = w.index, to, "a following property moves to where its requests come from");
         // SAFETY: per the contract.
         unsafe { ask(w, self, h.cast_mut(), to) }
@@ -385,15 +423,19 @@ mod tests {
     unsafe fn no_move(_: &Worker, _: *mut Header, _: usize) {}
 
     fn state(window: u32) -> State {
-        let params = FollowParams { window, share_percent: 60, return_percent: 80, rest_windows: 2 };
+        let params = FollowParams { window, window_ms: 0, share_percent: 60, return_percent: 80, rest_windows: 2 };
         State::new(params, 0, 0, no_move, 4)
     }
 
     fn feed(st: &mut State, here: usize, from: &[(usize, u32)]) -> Option<usize> {
+        feed_at(st, here, from, Instant::now)
+    }
+
+    fn feed_at(st: &mut State, here: usize, from: &[(usize, u32)], now: impl Fn() -> Instant) -> Option<usize> {
         let mut out = None;
         for &(c, n) in from {
             for _ in 0..n {
-                if let Some(to) = st.count(c, here, |_| true) {
+                if let Some(to) = st.count(c, here, |_| true, &now) {
                     assert!(out.is_none(), "two decisions in one window");
                     out = Some(to);
                 }
@@ -431,6 +473,53 @@ mod tests {
     }
 
     #[test]
+    fn an_old_window_closes_early_once_it_holds_enough_requests() {
+        let t0 = Instant::now();
+        let mut st = State::new(
+            FollowParams { window: 1 << 20, window_ms: 50, share_percent: 60, return_percent: 80, rest_windows: 0 },
+            0,
+            0,
+            no_move,
+            4,
+        );
+        st.started = t0;
+        let young = || t0 + Duration::from_millis(49);
+        let old = || t0 + Duration::from_millis(50);
+        // Younger than its age limit: no decision, however many requests.
+        assert_eq!(feed_at(&mut st, 0, &[(2, 5000)], young), None);
+        // Old: the next request on a clock tick closes it, and it moves.
+        let mut moved = None;
+        for i in 1..=CLOCK_EVERY {
+            moved = st.count(2, 0, |_| true, old);
+            if moved.is_some() {
+                assert_eq!((st.seen, (5000 + i) % CLOCK_EVERY), (0, 0), "closed off a clock tick");
+                break;
+            }
+        }
+        assert_eq!(moved, Some(2));
+        // The next window starts at the close: young again.
+        let mut st2 = st;
+        st2.started = t0;
+        // Old, but with fewer than MIN_WINDOW requests: it stays open.
+        assert_eq!(feed_at(&mut st2, 0, &[(2, MIN_WINDOW - 1)], old), None);
+        assert_eq!(st2.seen, MIN_WINDOW - 1);
+        // With 0, only the count closes a window.
+        st2.params.window_ms = 0;
+        assert_eq!(feed_at(&mut st2, 0, &[(2, 10_000)], || t0 + Duration::from_secs(3600)), None);
+    }
+
+    #[test]
+    fn a_window_closed_by_its_count_restarts_the_clock() {
+        let t0 = Instant::now();
+        let mut st = state(100);
+        st.params.window_ms = 50;
+        st.started = t0;
+        let later = || t0 + Duration::from_millis(40);
+        assert_eq!(feed_at(&mut st, 0, &[(1, 100)], later), Some(1));
+        assert_eq!(st.started, later(), "a new window starts when the last one closed");
+    }
+
+    #[test]
     fn parameters_out_of_bounds_are_refused() {
         let ok = FollowParams::default();
         assert!(ok.check().is_ok());
@@ -438,5 +527,7 @@ mod tests {
         assert!(FollowParams { share_percent: 50, ..ok }.check().is_err());
         assert!(FollowParams { return_percent: 59, ..ok }.check().is_err());
         assert!(FollowParams { rest_windows: 1 << 17, ..ok }.check().is_err());
+        assert!(FollowParams { window_ms: 60_001, ..ok }.check().is_err());
+        assert!(FollowParams { window_ms: 0, ..ok }.check().is_ok());
     }
 }
