@@ -206,3 +206,36 @@ fn launches_run_once_and_in_order_while_the_property_moves() {
         assert_eq!(drops.load(Ordering::SeqCst), 1, "shutdown must not drop it again");
     });
 }
+
+/// A fiber on `thread` launches on `t` and moves it at once, `n` times,
+/// between trustees 1 and 2.
+fn launch_then_move(t: &Trust<Latch<u64>>, thread: usize, n: u64) -> gossamer::JoinHandle<()> {
+    let t = t.clone();
+    gossamer::spawn_on(thread, move || {
+        for i in 0..n {
+            t.launch(|v| *v += 1);
+            // The launch has ended: nothing holds the latch, so the move
+            // must not be refused.
+            t.migrate_to(gossamer::trustee(1 + (i as usize % 2)));
+        }
+    })
+}
+
+#[test]
+fn a_move_right_after_a_launch_returned_is_never_refused_whatever_thread_asks() {
+    within(240, || {
+        const N: u64 = 1500;
+        let rt = rt(4);
+        rt.block_on(move || {
+            // Entrusted to trustee 3 (the origin), held by 1 or 2: callers on
+            // a third thread (0), on the origin's thread (3) and, every other
+            // time, on the holder's (1), one after the other.
+            let t = gossamer::trustee(3).entrust(Latch::new(0u64));
+            t.migrate_to(gossamer::trustee(1));
+            for thread in [0, 3, 1] {
+                launch_then_move(&t, thread, N).join().expect("a move right after a launch was refused");
+            }
+            assert_eq!(t.launch(|v| *v), 3 * N);
+        });
+    });
+}

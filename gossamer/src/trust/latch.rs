@@ -211,18 +211,13 @@ fn holds_by_launch(fiber: u32, key: usize) -> bool {
 }
 
 /// The launched fiber's work, on the thread that holds the value: takes
-/// the latch of the property `key` (its first cell), runs `f` and
-/// delivers the result; `lent` is released once `f` is done.
-pub(crate) fn run_launched<T, F, U>(
-    lent: super::property::Lent,
-    key: usize,
-    latch: &Latch<T>,
-    f: F,
-    reply: ReplyTo,
-    finish: unsafe fn(&Worker, *const (), thread::Result<U>),
-) where
+/// the latch of the property `key` (its first cell), runs `f` and hands
+/// the result to `answer`; `lent` is released once `f` is done.
+pub(crate) fn run_launched<T, F, U, A>(lent: super::property::Lent, key: usize, latch: &Latch<T>, f: F, answer: A)
+where
     F: FnOnce(&mut T) -> U,
     U: Send + 'static,
+    A: FnOnce(thread::Result<U>),
 {
     /// Forgets the fiber's hold when `f` ends, also by a panic.
     struct Held(u32, usize);
@@ -250,7 +245,7 @@ pub(crate) fn run_launched<T, F, U>(
         // caller may be gone (abandoned as well), so let the unwind finish
         // instead of answering.
         Err(p) if context::current().is_some_and(|w| w.shared.stopped()) => std::panic::resume_unwind(p),
-        r => deliver(reply, r, finish),
+        r => answer(r),
     }
 }
 
@@ -260,6 +255,13 @@ pub(crate) fn run_launched<T, F, U>(
 pub(crate) struct ReplyTo {
     worker: usize,
     target: *const (),
+}
+
+impl ReplyTo {
+    /// The caller's thread.
+    pub(crate) fn worker(&self) -> usize {
+        self.worker
+    }
 }
 
 // SAFETY: `target` is only dereferenced back on `worker`, its own thread.
@@ -477,7 +479,7 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             let lent = unsafe { super::property::Lent::new(h) };
             // SAFETY: as above.
             let latch: &Latch<T> = unsafe { &*(*keep.cell.as_ptr()).value.get() };
-            run_launched(lent, keep.cell.as_ptr() as usize, latch, f, reply, finish);
+            run_launched(lent, keep.cell.as_ptr() as usize, latch, f, move |r| deliver(reply, r, finish));
         };
         let spawn = move || {
             let w = context::current().expect("launch outside its runtime");

@@ -22,6 +22,13 @@
 //! refuses to hand the value over meanwhile. (A hand-over that reached a
 //! lent holder anyway would be refused there and leave the value in
 //! place; the count makes the caller of `migrate_to` hear of it.)
+//!
+//! The origin hears of a launch's end before its caller hears the result,
+//! so a move the caller asks for next never meets the count of the launch
+//! it has seen end ([`answer`]): the result goes by way of the origin, in
+//! one message with the end, unless the caller is on the holder's own
+//! thread, where the end goes first on the road to the origin that the
+//! caller's next requests take too.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -76,6 +83,28 @@ fn end(w: &Worker, t: usize, origin: usize) {
 /// Where a launched closure's result goes, and how it is finished there.
 type Finish<U> = unsafe fn(&Worker, *const (), thread::Result<U>);
 
+/// On the holder, once a launch on a moved property is done: tells the
+/// origin (trustee `t`, cell at `origin`) that it ended, then the caller
+/// its result, in an order that lets no later request of the caller's
+/// reach the origin before the end does. A caller on this thread sends its
+/// next requests to the origin on the same road as the end, behind it;
+/// any other caller gets its result from the origin, right after the
+/// origin has counted the end (a result sent straight to a third thread
+/// could come back to the origin as a `migrate_to` ahead of the end, which
+/// would then be refused as if the launch still held the latch).
+fn answer<U: Send + 'static>(reply: ReplyTo, r: thread::Result<U>, finish: Finish<U>, t: usize, origin: usize) {
+    let w = context::current().expect("gossamer: a launched fiber outside its worker");
+    if reply.worker() == w.index {
+        end(w, t, origin);
+        deliver(reply, r, finish);
+    } else {
+        w.send(t, move || {
+            ended(origin);
+            deliver(reply, r, finish);
+        });
+    }
+}
+
 /// The start of a launch of `F` on a moved property: the request routed
 /// to the cell that holds the value.
 pub(crate) struct Start<T: Send + 'static, F, U> {
@@ -113,11 +142,10 @@ where
             // SAFETY: as above; this fiber runs on the cell's trustee, the
             // only thread that touches the latch.
             let latch: &Latch<T> = unsafe { &*(*cell.0).value.get() };
-            let origin = keep.cell.as_ptr() as usize;
-            run_launched(lent, origin, latch, f, reply, finish);
-            // Before `keep` goes: the origin is still there to hear it.
-            let w = context::current().expect("gossamer: a launched fiber outside its worker");
-            end(w, keep.trustee as usize, origin);
+            let (origin_t, origin) = (keep.trustee as usize, keep.cell.as_ptr() as usize);
+            // Answered before `keep` goes: the origin is still there to
+            // hear of the end.
+            run_launched(lent, origin, latch, f, move |r| answer(reply, r, finish, origin_t, origin));
         }));
         Ok(())
     }

@@ -9,6 +9,13 @@
 //! bound) that each launch runs once, on the value, in start order; that
 //! no hand-over ever meets a lent cell (so a move never fails silently);
 //! and that a move that was not refused took place.
+//!
+//! A launch's result goes to its caller: on the holder's thread directly,
+//! after the end is sent to the origin; elsewhere by way of the origin,
+//! which counts the end first (`launch::answer`). A last model has the
+//! caller on a thread of its own, asking for a move (on its own road to
+//! the origin) as soon as its launch returned: that move is never
+//! refused.
 
 use std::collections::VecDeque;
 
@@ -18,14 +25,23 @@ use loom::thread;
 const ORIGIN: usize = 0;
 const FIRST: usize = 1;
 const SECOND: usize = 2;
-const THREADS: usize = 3;
+/// A thread that only calls: launches are started for it, and it asks
+/// for a move once its launch returned.
+const CALLER: usize = 3;
+const THREADS: usize = 4;
 
 #[derive(Clone, Copy, Debug)]
 enum Msg {
     /// Start launch `seq` where the value is.
     Start(u32),
-    /// Launch `seq` ended (to the origin).
+    /// Launch `seq` ended (to the origin); its caller is on the holder.
     Ended,
+    /// Launch `seq` ended (to the origin), which passes its result on.
+    EndedAnswer(u32),
+    /// The result of launch `seq` (to its caller).
+    Answer(u32),
+    /// A caller asks the origin to move the value to thread `.0`.
+    Move(usize),
     /// Move the value on to thread `.0`.
     HandOver(usize),
     /// The hand-over's answer: done or refused (to the origin).
@@ -48,6 +64,9 @@ struct World {
     fibers: [VecDeque<u32>; THREADS],
     /// The launches, in the order they ran.
     log: Vec<u32>,
+    /// Per launch: its caller's thread, and whether it has its result.
+    callers: Vec<usize>,
+    answered: Vec<bool>,
     /// On the origin: launches out, draining, starts held meanwhile.
     out: u32,
     draining: bool,
@@ -90,12 +109,25 @@ impl World {
         self.send(ORIGIN, t, Msg::HandOver(to));
     }
 
-    /// One message, or one launched fiber, on thread `me`.
+    /// One message, or one launched fiber, on thread `me`. Lanes are
+    /// served from the highest-numbered: the order between lanes is
+    /// arbitrary in the runtime, and this one puts the caller's road ahead
+    /// of the holders', the order in which a move could overtake the end
+    /// of the launch its caller saw return.
     fn step(&mut self, me: usize) -> bool {
-        if let Some(from) = (0..THREADS).find(|&f| !self.lanes[f][me].is_empty()) {
+        if let Some(from) = (0..THREADS).rev().find(|&f| !self.lanes[f][me].is_empty()) {
             let m = self.lanes[from][me].pop_front().unwrap();
             match (me, m) {
                 (ORIGIN, Msg::Ended) => self.out -= 1,
+                (ORIGIN, Msg::EndedAnswer(seq)) => {
+                    self.out -= 1;
+                    match self.callers[seq as usize] {
+                        ORIGIN => self.answered[seq as usize] = true,
+                        c => self.send(ORIGIN, c, Msg::Answer(seq)),
+                    }
+                }
+                (ORIGIN, Msg::Move(to)) => self.ask_move(to),
+                (_, Msg::Answer(seq)) => self.answered[seq as usize] = true,
                 (ORIGIN, Msg::HandedOver(done)) => {
                     assert!(done, "a hand-over met a lent cell: the move failed without the caller hearing of it");
                     self.cells[ORIGIN] = Cell::Forward(SECOND);
@@ -129,7 +161,12 @@ impl World {
         assert_eq!(self.cells[me], Cell::Here, "launch {seq} ran where the value no longer is");
         self.log.push(seq);
         self.lent[me] -= 1;
-        self.send(me, ORIGIN, Msg::Ended);
+        if self.callers[seq as usize] == me {
+            self.send(me, ORIGIN, Msg::Ended);
+            self.answered[seq as usize] = true;
+        } else {
+            self.send(me, ORIGIN, Msg::EndedAnswer(seq));
+        }
         true
     }
 }
@@ -144,21 +181,31 @@ fn serve(w: &Mutex<World>, me: usize) {
     }
 }
 
-/// Launches 0..`before` start before the move is asked for, the others
-/// after it.
-fn run(before: u32, launches: u32) {
-    let w = Arc::new(Mutex::new(World {
+/// The value on the first holder; `launches` launches, all for `caller`.
+fn world(launches: u32, caller: usize) -> Arc<Mutex<World>> {
+    Arc::new(Mutex::new(World {
         lanes: Default::default(),
-        cells: [Cell::Forward(FIRST), Cell::Here, Cell::None],
+        cells: [Cell::Forward(FIRST), Cell::Here, Cell::None, Cell::None],
         lent: [0; THREADS],
         fibers: Default::default(),
         log: Vec::new(),
+        callers: vec![caller; launches as usize],
+        answered: vec![false; launches as usize],
         out: 0,
         draining: false,
         held: VecDeque::new(),
         refused: false,
         moved: false,
-    }));
+    }))
+}
+
+/// Launches 0..`before` start before the move is asked for, the others
+/// after it; the origin and the first holder call, in turn.
+fn run(before: u32, launches: u32) {
+    let w = world(launches, ORIGIN);
+    for seq in (1..launches).step_by(2) {
+        w.lock().unwrap().callers[seq as usize] = FIRST;
+    }
     let hs: Vec<_> = [FIRST, SECOND]
         .into_iter()
         .map(|me| {
@@ -185,7 +232,56 @@ fn run(before: u32, launches: u32) {
     while (0..THREADS).any(|me| g.step(me)) {}
     assert_eq!(g.log, (0..launches).collect::<Vec<_>>(), "each launch once, in start order");
     assert_eq!(g.out, 0);
+    assert!(g.answered.iter().all(|&a| a), "every launch answered");
     assert!(g.moved != g.refused, "the move either took place or was refused");
+}
+
+/// One launch for the caller thread, which asks the origin for a move as
+/// soon as it has the result: the move must take place.
+fn run_caller() {
+    let w = world(1, CALLER);
+    let holder = {
+        let w = w.clone();
+        thread::spawn(move || serve(&w, FIRST))
+    };
+    let caller = {
+        let w = w.clone();
+        thread::spawn(move || {
+            for _ in 0..4 {
+                let mut g = w.lock().unwrap();
+                g.step(CALLER);
+                if g.answered[0] {
+                    g.send(CALLER, ORIGIN, Msg::Move(SECOND));
+                    return true;
+                }
+                drop(g);
+                thread::yield_now();
+            }
+            false
+        })
+    };
+    {
+        let mut g = w.lock().unwrap();
+        g.start(0);
+        g.step(ORIGIN);
+    }
+    for _ in 0..2 {
+        w.lock().unwrap().step(ORIGIN);
+        thread::yield_now();
+    }
+    holder.join().unwrap();
+    let asked = caller.join().unwrap();
+    let mut g = w.lock().unwrap();
+    while (0..THREADS).any(|me| g.step(me)) {}
+    if !asked {
+        // The caller had no time to ask within its steps: it asks now.
+        assert!(g.answered[0]);
+        g.send(CALLER, ORIGIN, Msg::Move(SECOND));
+        while (0..THREADS).any(|me| g.step(me)) {}
+    }
+    assert_eq!(g.log, [0]);
+    assert!(!g.refused, "a move asked for after the launch returned was refused as if the launch were out");
+    assert!(g.moved);
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -208,4 +304,9 @@ fn loom_launch_starts_held_while_the_value_is_handed_over_run_after_it() {
 #[test]
 fn loom_launch_a_move_after_the_launches_ended_or_not() {
     model(|| run(2, 2));
+}
+
+#[test]
+fn loom_launch_a_caller_elsewhere_moves_it_right_after_its_launch_returned() {
+    model(run_caller);
 }
