@@ -26,13 +26,14 @@ use super::gate::{Gate, Mode};
 use super::registry;
 use crate::trust::Trust;
 
-/// The value and its gate.
+/// The gate and its value, the value right after the gate's lock and
+/// counts (see `Gate` for why).
 #[repr(C)]
 pub(crate) struct Slot<T> {
+    pub(crate) gate: Gate,
     /// Dropped by the owner (on the trustee, after the last handle), never
     /// by the slot itself.
     value: UnsafeCell<ManuallyDrop<T>>,
-    pub(crate) gate: Gate,
 }
 
 // SAFETY: the value is only reached while holding the gate's lock (see
@@ -231,7 +232,9 @@ unsafe fn release_chunk(head: NonNull<ChunkHead>) {
 
 /// Everything of one adaptive property that its handles share: the trust
 /// to the owner (routing fields first), the slot, the counts, and its
-/// chunk. Aligned to a cache line so that the hot fields share one.
+/// chunk. Aligned to a cache line: the trust and the gate's mode share the
+/// first, which callers read; the gate's lock and counts and the value
+/// share the next, which the lock holder writes (see `Gate`).
 #[repr(C, align(64))]
 pub(crate) struct Node<T> {
     /// The one trust to the owner: written once, before the first handle
@@ -418,6 +421,25 @@ impl<T> Drop for Owner<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::Node;
+    use crate::trust::adaptive::gate::Gate;
+
+    /// The line callers read (the trust, the gate's mode and policy) is not
+    /// the line every call writes (the gate's lock and counts, and a small
+    /// value), so that delegated requests do not move a line between the
+    /// callers' cores and the trustee's.
+    #[test]
+    fn callers_read_one_cache_line_and_calls_write_another() {
+        type N = Node<u64>;
+        let line = |off: usize| off / 64;
+        let gate = std::mem::offset_of!(N, slot) + std::mem::offset_of!(super::Slot<u64>, gate);
+        let value = std::mem::offset_of!(N, slot) + std::mem::offset_of!(super::Slot<u64>, value);
+        let [mode, policy, lock, served] = Gate::OFFSETS.map(|o| gate + o);
+        let trust = std::mem::offset_of!(N, trust);
+        assert_eq!(std::mem::align_of::<N>(), 64);
+        assert_eq!(line(trust), 0);
+        assert_eq!((line(trust + 23), line(mode), line(policy + 3)), (0, 0, 0), "the read line");
+        assert_eq!((line(lock), line(served + 3), line(value + 7)), (1, 1, 1), "the written line");
+    }
 
     /// Properties made one after another on a thread get nodes on
     /// consecutive places of one chunk (at most one chunk boundary in a
