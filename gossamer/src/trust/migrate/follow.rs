@@ -244,11 +244,9 @@ impl State {
         if self.seen < self.params.window && !self.aged(&now) {
             return None;
         }
-        self.started = now();
         let total = u64::from(self.seen);
         let (best, n) = self.counts.iter().enumerate().max_by_key(|&(_, &n)| n).map_or((0, 0), |(i, &n)| (i, n));
-        self.counts.iter_mut().for_each(|c| *c = 0);
-        self.seen = 0;
+        self.new_window(now());
         if self.rest > 0 {
             self.rest -= 1;
             return None;
@@ -262,11 +260,16 @@ impl State {
         Some(best)
     }
 
-    /// The property moved from trustee `from`: a fresh start, resting.
-    fn moved_from(&mut self, from: usize) {
+    /// Starts a window at `at`, its counts cleared.
+    fn new_window(&mut self, at: Instant) {
         self.counts.iter_mut().for_each(|c| *c = 0);
         self.seen = 0;
-        self.started = Instant::now();
+        self.started = at;
+    }
+
+    /// The property moved from trustee `from`: a fresh start, resting.
+    fn moved_from(&mut self, from: usize) {
+        self.new_window(Instant::now());
         self.rest = self.params.rest_windows;
         self.came_from = Some(from);
     }

@@ -34,7 +34,8 @@ const THREADS: usize = 4;
 enum Msg {
     /// Start launch `seq` where the value is.
     Start(u32),
-    /// Launch `seq` ended (to the origin); its caller is on the holder.
+    /// A launch ended (to the origin); its caller, on the holder, has its
+    /// result already.
     Ended,
     /// Launch `seq` ended (to the origin), which passes its result on.
     EndedAnswer(u32),
