@@ -205,18 +205,29 @@ fn acknowledge(w: &Worker, to: usize, origin: usize) {
     });
 }
 
-/// The value of the property whose origin is at `origin` was seen in
-/// `cell` on trustee `t` (told with a relayed result). `create`: the
-/// origin itself told it (and will ask for the route back); a record left
-/// behind only updates a route this thread keeps.
-pub(super) fn note(origin: usize, t: usize, cell: *mut Header, create: bool) {
+/// A relaying record tells where it saw the value of the property whose
+/// origin is at `hint.origin` (with a relayed result). The origin's hint
+/// (`create`) may give this thread a route (and the origin will ask for it
+/// back); a record left behind only updates a route that leads to that
+/// very record. Records relay to each other too (a record whose forward is
+/// stale in its turn): the result of such a hop comes back to the thread
+/// of the record that sent it on, and its hint is about that record's
+/// path, not this thread's own route, which may be newer than the record:
+/// taken, it could send this thread's requests to a cell that a sweep this
+/// thread took no part in frees (see `origin`).
+pub(super) fn note(w: &Worker, hint: super::Hint) {
+    let (t, cell) = (hint.at.0, hint.at.1 .0);
+    let from = (hint.from.0, hint.from.1 .0);
     ROUTES.with(|m| {
         let mut m = m.borrow_mut();
-        match m.get_mut(&origin) {
-            Some(e) => e.next = (e.via != Some((t, cell))).then_some((t, cell)),
-            None if create => {
+        match m.get_mut(&hint.origin) {
+            Some(e) if hint.create || e.via.is_some_and(|v| first_hop(w, v) == from) => {
+                e.next = (e.via != Some((t, cell))).then_some((t, cell));
+            }
+            Some(_) => {}
+            None if hint.create => {
                 m.insert(
-                    origin,
+                    hint.origin,
                     Entry {
                         via: None,
                         next: Some((t, cell)),
@@ -231,6 +242,17 @@ pub(super) fn note(origin: usize, t: usize, cell: *mut Header, create: bool) {
             None => {}
         }
     });
+}
+
+/// The cell of another thread that requests sent by the route `via` reach
+/// first: `via` itself, or, for a record of this thread, where its
+/// forwards lead (requests follow them here, see `resolve`).
+fn first_hop(w: &Worker, via: (usize, *mut Header)) -> (usize, *mut Header) {
+    match resolve::<()>(w, via.0, via.1.cast()) {
+        Resolved::At(t, cell) => (t, cell.cast()),
+        // Only an origin drains, and a route never names one.
+        Resolved::Held(_) => via,
+    }
 }
 
 /// The origin's trustee `from` asks for the route to `origin` back (no
@@ -369,4 +391,55 @@ where
         }
     }
     wait.wait()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::trust::migrate::Hint;
+
+    /// A hint from `from` that the value is at `at`.
+    fn hint(origin: usize, at: (usize, *mut Header), from: (usize, *mut Header), create: bool) -> Hint {
+        Hint { origin, at: (at.0, SendPtr(at.1)), from: (from.0, SendPtr(from.1)), create }
+    }
+
+    fn next(origin: usize) -> Option<(usize, *mut Header)> {
+        ROUTES.with(|m| m.borrow().get(&origin).and_then(|e| e.next))
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "runs a runtime with fibers")]
+    fn a_records_hint_updates_only_a_route_that_leads_to_that_record() {
+        let rt = crate::Runtime::builder().workers(3).build().unwrap();
+        rt.block_on(|| {
+            let w = context::current().unwrap();
+            assert_eq!(w.index, 0);
+            // Addresses of cells on other threads: compared, never read.
+            let cell = |n: usize| std::ptr::without_provenance_mut::<Header>(0x1000 * n);
+            let origin = 0x7000;
+            let (old, newer, unrelated) = ((1, cell(1)), (2, cell(2)), (1, cell(3)));
+            assert!(next(origin).is_none());
+            // A record's hint creates no route.
+            note(w, hint(origin, newer, old, false));
+            assert!(!routes(origin), "only the origin gives a route");
+            // The origin's does, first through the origin itself.
+            note(w, hint(origin, old, (1, cell(9)), true));
+            assert!(routes(origin));
+            assert_eq!(next(origin), Some(old));
+            ROUTES.with(|m| {
+                let mut m = m.borrow_mut();
+                let e = m.get_mut(&origin).unwrap();
+                e.via = e.next.take();
+            });
+            // A hint from a record this route does not lead to (another
+            // record's relay came back here) leaves the route alone.
+            note(w, hint(origin, newer, unrelated, false));
+            assert_eq!(next(origin), None, "a hint about another record's path");
+            // From the record it leads to: taken as the next route.
+            note(w, hint(origin, newer, old, false));
+            assert_eq!(next(origin), Some(newer));
+            ROUTES.with(|m| m.borrow_mut().remove(&origin));
+            ACTIVE.set(false);
+        });
+    }
 }

@@ -184,15 +184,24 @@ pub(crate) fn await_relayed<U: Send + 'static>(w: &Worker, r: thread::Result<U>,
     }
 }
 
-/// Where the relaying record saw the value when it sent a result back:
-/// the property's origin address, the trustee and the cell; and whether
-/// the origin itself tells it (see `direct::note`).
-type Hint = (usize, usize, SendPtr<*mut Header>, bool);
+/// Where a relaying record saw the value when it sent a result back (see
+/// `direct::note`).
+#[derive(Clone, Copy)]
+pub(super) struct Hint {
+    /// The property's origin address.
+    pub(super) origin: usize,
+    /// The trustee and cell the record forwards to.
+    pub(super) at: (usize, SendPtr<*mut Header>),
+    /// The record that tells it: its trustee and cell.
+    pub(super) from: (usize, SendPtr<*mut Header>),
+    /// The origin itself tells it (and will ask for the route back).
+    pub(super) create: bool,
+}
 
 /// On the issuing thread: the result of the relayed request `token`.
 fn relayed_result<U: Send + 'static>(w: &Worker, token: u64, r: thread::Result<U>, hint: Option<Hint>) {
-    if let Some((origin, t, cell, create)) = hint {
-        direct::note(origin, t, cell.0, create);
+    if let Some(hint) = hint {
+        direct::note(w, hint);
     }
     let waiting = RELAYS.with(|m| m.borrow_mut().remove(&token));
     match waiting {
@@ -472,7 +481,7 @@ fn send_back<U: Send + 'static>(
                 if is_origin {
                     origin::routed(rec, client);
                 }
-                Some((origin, t, SendPtr(cell), is_origin))
+                Some(Hint { origin, at: (t, SendPtr(cell)), from: (w.index, SendPtr(rec)), create: is_origin })
             }
             _ => None,
         }

@@ -14,8 +14,12 @@
 //! the origin hands out meanwhile name the holder of their time, never an
 //! older cell), the origin and the newer records name only newer cells,
 //! and a record's own hint travels with the result it relays, so none
-//! arrives after the route it updates is gone. A client without a route
-//! sends through the origin again until it is given a new one.
+//! arrives after the route it updates is gone. A record's hint updates
+//! only a route that leads to that record (`direct::note`): a route given
+//! after the round began leads to no record of the round, so a hint that
+//! names one (from a record that relayed a request for another record of
+//! the same thread) never reaches it. A client without a route sends
+//! through the origin again until it is given a new one.
 //!
 //! Everything here runs on the thread that owns the record in question;
 //! the maps are thread-local.
