@@ -8,8 +8,9 @@ use crate::error::{BenchError, Result};
 use crate::trust_env::TrustEnv;
 
 /// Entrusts `count` adaptive objects, object `i` to trustee `i mod T`,
-/// each created on its own trustee, all trustees in parallel.
-pub fn entrust_spread<T, M>(env: &TrustEnv, count: usize, make: M) -> Result<Vec<Adaptive<T>>>
+/// each created on its own trustee, all trustees in parallel, each under
+/// `policy`.
+pub fn entrust_spread<T, M>(env: &TrustEnv, count: usize, policy: Policy, make: M) -> Result<Vec<Adaptive<T>>>
 where
     T: Send + 'static,
     M: Fn(usize) -> T + Clone + Send + 'static,
@@ -23,7 +24,16 @@ where
             let make = make.clone();
             env.rt.spawn_on(w, move || {
                 let me = gossamer::local_trustee();
-                (p..count).step_by(tn).map(|i| me.entrust_adaptive(make(i))).collect::<Vec<_>>()
+                (p..count)
+                    .step_by(tn)
+                    .map(|i| {
+                        let a = me.entrust_adaptive(make(i));
+                        if policy != Policy::Adaptive {
+                            a.set_policy(policy);
+                        }
+                        a
+                    })
+                    .collect::<Vec<_>>()
             })
         })
         .collect();

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::keys::Dist;
 
@@ -63,9 +63,41 @@ pub struct Common {
     /// Requests in flight per client thread for the `apply_then` variants.
     #[arg(long, global = true, default_value_t = 512)]
     pub window: usize,
+    /// The policy of every object in the `trust-adaptive` variants:
+    /// `adaptive` switches between lock and delegation as it measures,
+    /// `delegate` and `lock` fix the mode (to see what each mode costs on
+    /// this machine, beside the other variants).
+    #[arg(long, global = true, value_enum, default_value_t = PolicyArg::Adaptive)]
+    pub policy: PolicyArg,
     /// Deliberately miscount, to check that verification fails (for tests).
     #[arg(long, global = true, hide = true)]
     pub fault: bool,
+}
+
+/// The `--policy` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    Adaptive,
+    Delegate,
+    Lock,
+}
+
+impl PolicyArg {
+    pub fn policy(self) -> gossamer::Policy {
+        match self {
+            PolicyArg::Adaptive => gossamer::Policy::Adaptive,
+            PolicyArg::Delegate => gossamer::Policy::Delegate,
+            PolicyArg::Lock => gossamer::Policy::Lock,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyArg::Adaptive => "adaptive",
+            PolicyArg::Delegate => "delegate",
+            PolicyArg::Lock => "lock",
+        }
+    }
 }
 
 /// The `--dedicated` value.

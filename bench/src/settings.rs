@@ -52,6 +52,8 @@ pub struct Settings {
     pub seed: u64,
     pub fibers: usize,
     pub window: usize,
+    /// The policy of the `trust-adaptive` objects.
+    pub policy: crate::cli::PolicyArg,
     pub fault: bool,
 }
 
@@ -96,6 +98,7 @@ impl Settings {
             seed: c.seed,
             fibers: c.fibers,
             window: c.window,
+            policy: c.policy,
             fault: c.fault,
         })
     }
@@ -112,7 +115,7 @@ impl Settings {
     /// One line describing the configuration, printed with every run.
     pub fn describe(&self) -> String {
         format!(
-            "scale={} threads={} dedicated={} repeat={} duration={}ms fibers/thread={} window={} trace={} pin={} seed={}",
+            "scale={} threads={} dedicated={} repeat={} duration={}ms fibers/thread={} window={} trace={} pin={} seed={}{}",
             self.scale.name(),
             self.threads,
             if self.dedicated_auto { "auto".to_string() } else { self.dedicated.to_string() },
@@ -122,7 +125,11 @@ impl Settings {
             self.window,
             self.trace_len,
             self.pin,
-            self.seed
+            self.seed,
+            match self.policy {
+                crate::cli::PolicyArg::Adaptive => String::new(),
+                p => format!(" policy={} (trust-adaptive)", p.name()),
+            }
         )
     }
 }

@@ -285,12 +285,27 @@ fn wrong_counts_fail_every_subcommand() {
         vec!["faa", "--objects", "4", "--dist", "uniform", "--variants", "trust-async"],
         vec!["faa", "--objects", "4", "--dist", "zipf", "--variants", "mcs"],
         vec!["faa", "--objects", "4", "--dist", "uniform", "--variants", "trust-adaptive"],
+        vec!["faa", "--objects", "4", "--dist", "uniform", "--variants", "trust-adaptive", "--policy", "delegate"],
+        vec!["faa", "--objects", "4", "--dist", "zipf", "--variants", "trust-adaptive", "--policy", "lock"],
         vec!["latency", "--loads", "1", "--variants", "trust-async-ded"],
         vec!["latency", "--loads", "1", "--variants", "spin"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "trust-apply"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "zipf", "--variants", "scc"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "uniform", "--variants", "parking-lot-512"],
         vec!["map", "--sizes", "100", "--writes", "50", "--dist", "zipf", "--variants", "trust-adaptive"],
+        vec![
+            "map",
+            "--sizes",
+            "100",
+            "--writes",
+            "50",
+            "--dist",
+            "uniform",
+            "--variants",
+            "trust-adaptive",
+            "--policy",
+            "delegate",
+        ],
         vec!["micro", "--ops", "100"],
         vec!["demo"],
         vec!["tokio", "--objects", "4", "--tasks", "8", "--variants", "apply-async"],
@@ -313,4 +328,7 @@ fn bad_options_are_rejected() {
     assert!(text(&o.stderr).contains("unknown variant"));
     let o = bench(&d, &args(&["--threads", "1", "faa"]));
     assert_eq!(o.status.code(), Some(1));
+    let o = bench(&d, &args(&["faa", "--policy", "sometimes"]));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("possible values: adaptive, delegate, lock"), "{}", text(&o.stderr));
 }

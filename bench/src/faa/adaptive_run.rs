@@ -18,7 +18,7 @@ use crate::work::fetch_add;
 /// One measurement (repetition `rep`) over `k` counters; returns Mops/s.
 pub fn run(s: &Settings, k: usize, traces: &[Trace], rep: usize) -> Result<f64> {
     let env = TrustEnv::start(s.threads, Placement::Shared, s.pin)?;
-    let objs = Arc::new(adaptive_env::entrust_spread(&env, k, |_| 0u64)?);
+    let objs = Arc::new(adaptive_env::entrust_spread(&env, k, s.policy.policy(), |_| 0u64)?);
     let window = s.window;
     let ctl = Control::new();
     let handles = env.spawn_clients(1, |c, f| {

@@ -34,7 +34,8 @@ fn build_shard(i: usize, size: u64) -> Shard {
 pub fn run(s: &Settings, p: Point, traces: &[Trace], rep: usize) -> Result<f64> {
     let env = TrustEnv::start(s.threads, Placement::Shared, s.pin)?;
     let size = p.size;
-    let shards = Arc::new(adaptive_env::entrust_spread(&env, SHARDS, move |i| build_shard(i, size))?);
+    let shards =
+        Arc::new(adaptive_env::entrust_spread(&env, SHARDS, s.policy.policy(), move |i| build_shard(i, size))?);
     let window = s.window;
     let ctl = Control::new();
     let handles = env.spawn_clients(1, |c, f| {
