@@ -38,7 +38,10 @@
 //!   Then the cell it names is a forwarding record too (a hand-over leaves
 //!   one behind), which relays, in arrival order, to the next cell, and
 //!   sends its own hint back, so the client catches up at its next quiet
-//!   moment. Without the count, a request bounced from a stale cell could
+//!   moment. Records relay to records too (when the next cell has moved on
+//!   in its turn); a record's hint then reaches the thread of the record
+//!   before it, and changes only a route that leads to the record that
+//!   sent it (`direct::note`). Without the count, a request bounced from a stale cell could
 //!   run behind later ones of the same thread sent by a newer route; with
 //!   it, a thread's requests follow one path at a time, every hop of which
 //!   is a FIFO lane. (Sequence numbers checked by the holder would work
