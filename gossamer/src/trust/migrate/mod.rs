@@ -111,6 +111,8 @@ pub(crate) mod far;
 pub(crate) mod follow;
 pub(crate) mod launch;
 #[cfg(all(test, loom))]
+mod loom_chain;
+#[cfg(all(test, loom))]
 mod loom_launch;
 #[cfg(all(test, loom))]
 mod loom_model;
