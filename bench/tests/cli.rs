@@ -23,10 +23,26 @@ const TIMEOUT: Duration = Duration::from_secs(120);
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// A fresh, empty results folder for one test.
-fn out_dir(name: &str) -> PathBuf {
+/// A fresh output folder for one test, removed when the test ends.
+struct OutDir(PathBuf);
+
+impl std::ops::Deref for OutDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn out_dir(name: &str) -> OutDir {
     let d = std::env::temp_dir().join(format!("gossamer-bench-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    d
+    OutDir(d)
 }
 
 /// Runs the binary with `args`, killing it after [`TIMEOUT`].
@@ -176,9 +192,6 @@ fn dedicated_auto_runs_the_controller_and_verifies() {
     assert!(text(&o.stderr).contains("dedicated auto: k="), "{}", text(&o.stderr));
     let o = bench(&d, &args(&["--dedicated", "sometimes", "faa"]));
     assert!(!o.status.success() && text(&o.stderr).contains("neither a number nor `auto`"), "{}", text(&o.stderr));
-    for name in ["faa-auto", "map-auto"] {
-        let _ = std::fs::remove_dir_all(out_dir(name));
-    }
 }
 
 #[test]
