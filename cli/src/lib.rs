@@ -11,6 +11,7 @@ pub mod proto;
 pub mod run;
 pub mod secret;
 pub mod top;
+pub mod top_follow;
 
 /// Errors of the command.
 #[derive(Debug, thiserror::Error)]

@@ -70,6 +70,14 @@ struct TopArgs {
     /// exits.
     #[arg(long, value_name = "TRUST_ID=POLICY")]
     set_policy: Vec<String>,
+    /// Pause, resume or retune a property that follows its requests, by the
+    /// id the FOLLOW table shows: `on`, `off` and KEY=NUMBER (window,
+    /// window_ms, share_percent, return_percent, rest_windows), comma
+    /// separated, e.g. `--set-follow 0x7f3a10=off` or
+    /// `--set-follow 0x7f3a10=on,window=256`; repeatable. Prints the
+    /// program's settings and properties that follow, and exits.
+    #[arg(long, value_name = "TRUST_ID=CHANGES")]
+    set_follow: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -242,6 +250,9 @@ fn go(cli: Cli) -> Result<i32, CliError> {
                     }
                     for p in &a.set_policy {
                         set.push(top::policy_command(p)?);
+                    }
+                    for f in &a.set_follow {
+                        set.push(gossamer_cli::top_follow::follow_command(f)?);
                     }
                     set
                 },

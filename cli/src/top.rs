@@ -8,8 +8,9 @@
 //! `profile` module, and prints the trusts and trustees that were busiest
 //! since the last one, with the program's dedicated-trustee count and
 //! trustee parameters (`settings`), and its adaptive trusts with their
-//! policy and current mode (`adaptive`). `--set-dedicated`, `--set` and
-//! `--set-policy` change those while the program runs. Nothing here depends on the `gossamer`
+//! policy and current mode (`adaptive`), and the properties that follow
+//! their requests (`follow`, see `top_follow`). `--set-dedicated`, `--set`,
+//! `--set-policy` and `--set-follow` change those while the program runs. Nothing here depends on the `gossamer`
 //! crate: the format is parsed, as bytes from another process, with checks.
 
 use std::io::{BufRead, BufReader, Write};
@@ -17,6 +18,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::top_follow::render_follow;
 use crate::CliError;
 
 /// The line-format version this parser reads.
@@ -647,9 +649,10 @@ pub struct TopOpts {
     /// Leave profiling on when exiting.
     pub keep: bool,
     /// Commands that change the program's settings (`dedicated …`,
-    /// `set …`, `policy …`): sent first, each checked by the program
-    /// before it changes anything; then the settings (and adaptive trusts)
-    /// are printed and top exits.
+    /// `set …`, `policy …`, `follow …`): sent first, each checked by the
+    /// program before it changes anything; then the settings (and the
+    /// adaptive trusts, or the properties that follow, when changed) are
+    /// printed and top exits.
     pub set: Vec<String>,
 }
 
@@ -712,6 +715,9 @@ pub fn run(opts: &TopOpts, out: &mut dyn Write) -> Result<i32, CliError> {
         if opts.set.iter().any(|c| c.starts_with("policy ")) {
             text.push_str(&render_adaptive(&conn.adaptive()?, opts.limit));
         }
+        if opts.set.iter().any(|c| c.starts_with("follow ")) {
+            text.push_str(&render_follow(&conn.follow()?, opts.limit));
+        }
         out.write_all(text.as_bytes()).map_err(CliError::io("write the settings"))?;
         return Ok(0);
     }
@@ -728,6 +734,10 @@ pub fn run(opts: &TopOpts, out: &mut dyn Write) -> Result<i32, CliError> {
             let mut text =
                 render_with_modes(Some(&prev), &cur, opts.interval.as_secs_f64(), opts.limit, &adaptive.rows);
             text.push_str(&render_adaptive(&adaptive, opts.limit));
+            // Older programs do not know `follow`: no table then.
+            if let Ok(follow) = conn.follow() {
+                text.push_str(&render_follow(&follow, opts.limit));
+            }
             // Programs without live settings answer an error: no line then.
             if let Ok(settings) = conn.settings() {
                 let at = text.find('\n').map_or(text.len(), |i| i + 1);

@@ -325,3 +325,71 @@ fn top_shows_and_sets_the_policy_of_adaptive_trusts_while_the_program_runs() {
     assert!(rest.contains(&format!("adaptive {b} policy Lock mode Lock")), "{rest}");
     assert!(rest.contains("shutdown clean: true"), "{rest}");
 }
+
+/// The rows of the FOLLOW section of `gossamer top`'s output: id, holder,
+/// on or off, moves, window.
+fn follow_rows(out: &str) -> Vec<(String, String, String, String, String)> {
+    out.lines()
+        .skip_while(|l| !l.starts_with("FOLLOW"))
+        .skip(1)
+        .take_while(|l| l.starts_with("0x"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 9, "{l}");
+            (f[0].into(), f[1].into(), f[2].into(), f[3].into(), f[4].into())
+        })
+        .collect()
+}
+
+#[test]
+fn top_shows_pauses_and_retunes_a_property_that_follows_while_the_program_runs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let d = Demo::start(300, &["--follow"]);
+    let socket = d.socket.to_str().unwrap().to_string();
+    // Used from worker 1 only, the counter moves there from trustee 0.
+    let start = Instant::now();
+    let (id, out) = loop {
+        let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.2"]);
+        assert!(ok, "gossamer top failed:\n{out}\n{err}");
+        let rows = follow_rows(&out);
+        assert_eq!(rows.len(), 1, "one counter follows:\n{out}");
+        let (id, holder, on, moves, window) = rows[0].clone();
+        assert_eq!((on.as_str(), window.as_str()), ("on", "64"), "{out}");
+        if holder == "1" && moves != "0" {
+            break (id, out);
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the counter never moved to trustee 1:\n{out}");
+    };
+    assert!(out.contains("HOLDER ON   MOVES  WINDOW WINDOW_MS SHARE RETURN REST"), "{out}");
+
+    // Paused and retuned in one call; the table printed after it says so.
+    let (ok, out, err) = top(&["--socket", &socket, "--set-follow", &format!("{id}=off,window=128")]);
+    assert!(ok, "gossamer top --set-follow failed:\n{out}\n{err}");
+    assert!(out.starts_with("dedicated trustees: "), "{out}");
+    let rows = follow_rows(&out);
+    assert_eq!((rows[0].0.as_str(), rows[0].2.as_str(), rows[0].4.as_str()), (id.as_str(), "off", "128"), "{out}");
+
+    // Refused: out of bounds (by the program), no such property (by the
+    // program), malformed (before it is sent); nothing changes.
+    let (ok, _, err) = top(&["--socket", &socket, "--set-follow", &format!("{id}=window=8")]);
+    assert!(!ok && err.contains("window = 8 is out of bounds"), "{err}");
+    let (ok, _, err) = top(&["--socket", &socket, "--set-follow", "0x1=on"]);
+    assert!(!ok && err.contains("no property 0x1"), "{err}");
+    let (ok, _, err) = top(&["--socket", &socket, "--set-follow", &format!("{id}=sideways")]);
+    assert!(!ok && err.contains("TRUST_ID=CHANGES"), "{err}");
+    let (ok, out, err) = top(&["--socket", &socket, "--once", "--interval", "0.2"]);
+    assert!(ok, "{out}\n{err}");
+    let rows = follow_rows(&out);
+    assert_eq!((rows[0].2.as_str(), rows[0].4.as_str()), ("off", "128"), "{out}");
+
+    // On again, without the `0x`.
+    let (ok, out, err) = top(&["--socket", &socket, "--set-follow", &format!("{}=on", &id[2..])]);
+    assert!(ok, "{out}\n{err}");
+    assert_eq!(follow_rows(&out)[0].2, "on", "{out}");
+
+    // Every add made while it moved and while it was retuned counted once.
+    let rest = d.finish();
+    assert!(rest.contains(&format!("follow {id}\n")), "{rest}");
+    assert!(rest.contains("exact: true, on trustee Some(1)"), "{rest}");
+    assert!(rest.contains("shutdown clean: true"), "{rest}");
+}

@@ -13,14 +13,17 @@
 //! show; shutdown then abandons them. With `--stdin`, it also stops when
 //! its standard input closes (as tests use it). With `--adaptive`, the
 //! fibers also add to two adaptive counters (see `gossamer top
-//! --set-policy`), whose totals it checks at the end.
+//! --set-policy`), whose totals it checks at the end. With `--follow`, the
+//! fibers on worker 1 also add to a counter entrusted to trustee 0 with
+//! the `Follow` migration policy, which moves it to trustee 1 (see
+//! `gossamer top --set-follow`); its total is checked at the end too.
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use gossamer::{Adaptive, Latch, Trust};
+use gossamer::{Adaptive, FollowParams, Latch, MigrationPolicy, Trust};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -29,6 +32,7 @@ fn main() {
     let secs: u64 = args.iter().find_map(|a| a.parse().ok()).unwrap_or(30);
     let deadlock = args.iter().any(|a| a == "--deadlock");
     let adaptive = args.iter().any(|a| a == "--adaptive");
+    let follow = args.iter().any(|a| a == "--follow");
     if args.iter().any(|a| a == "--stdin") {
         std::thread::spawn(|| {
             let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
@@ -52,12 +56,23 @@ fn main() {
     let table: Trust<HashMap<u64, String>> = rt.trustee(1).entrust(HashMap::new());
     let adaptives: Vec<Adaptive<u64>> =
         if adaptive { (0..2).map(|i| rt.trustee(i).entrust_adaptive(0)).collect() } else { Vec::new() };
+    let follower: Option<Trust<u64>> = follow.then(|| {
+        let t = rt.trustee(0).entrust(0);
+        let params = FollowParams { window: 64, ..FollowParams::default() };
+        let t2 = t.clone();
+        rt.block_on(move || t2.set_migration_policy(MigrationPolicy::Follow(params))).expect("follow");
+        println!("follow {}", t.profile_id());
+        t
+    });
+    let _ = std::io::stdout().flush();
     let mut fibers = Vec::new();
     for f in 0..8u64 {
         let (counters, table, adaptives) = (counters.clone(), table.clone(), adaptives.clone());
+        let follower = follower.clone().filter(|_| f % 2 == 1);
         fibers.push(rt.spawn_on((f % 2) as usize, move || {
             let mut i = 0u64;
             let mut added = 0u64;
+            let mut followed = 0u64;
             while !STOP.load(Ordering::Relaxed) {
                 // Counter 0 gets 7 of every 10 requests.
                 let c = &counters[if i % 10 < 7 { 0 } else { 1 + (i % 3) as usize }];
@@ -73,6 +88,10 @@ fn main() {
                     }
                     added += 1;
                 }
+                if let Some(t) = &follower {
+                    t.apply(|v| *v += 1);
+                    followed += 1;
+                }
                 i += 1;
             }
             // A waiting call runs after this fiber's earlier requests: once
@@ -80,7 +99,10 @@ fn main() {
             for a in &adaptives {
                 a.apply(|v| *v);
             }
-            (i, added)
+            if let Some(t) = &follower {
+                t.apply(|v| *v);
+            }
+            (i, added, followed)
         }));
     }
     if deadlock {
@@ -95,11 +117,12 @@ fn main() {
         std::thread::sleep(Duration::from_millis(50));
     }
     STOP.store(true, Ordering::Relaxed);
-    let (mut issued, mut added) = (0, 0);
+    let (mut issued, mut added, mut followed) = (0, 0, 0);
     for h in fibers {
-        let (i, a) = h.join().expect("fiber");
+        let (i, a, f) = h.join().expect("fiber");
         issued += i;
         added += a;
+        followed += f;
     }
     println!("{issued} applies issued");
     if adaptive {
@@ -108,6 +131,10 @@ fn main() {
         }
         let total: u64 = rt.block_on(move || adaptives.iter().map(|a| a.apply(|v| *v)).sum());
         println!("adaptive adds {added}, counted {total}, exact: {}", added == total);
+    }
+    if let Some(t) = follower {
+        let (total, place) = rt.block_on(move || t.apply(|v| (*v, gossamer::current_thread())));
+        println!("follow adds {followed}, counted {total}, exact: {}, on trustee {place:?}", followed == total);
     }
     let report = rt.shutdown();
     println!("shutdown clean: {}", report.clean);

@@ -7,12 +7,12 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::top::Top;
 use common::within;
 use gossamer::{DedicatedPolicy, Runtime, TrusteeParams};
 
@@ -287,39 +287,6 @@ fn trustee_params_are_live_and_checked() {
         drop(rt);
         assert!(matches!(t.params(), Err(gossamer::Error::ShutDown)));
     });
-}
-
-/// A client of the top socket.
-struct Top {
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
-}
-
-impl Top {
-    fn connect(rt: &Runtime) -> Top {
-        let path = rt.top_socket_path().expect("the runtime serves gossamer top");
-        let s = UnixStream::connect(path).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        Top { writer: s.try_clone().unwrap(), reader: BufReader::new(s) }
-    }
-
-    /// Sends `cmd`; the first line of the answer (and, when it is not an
-    /// error, the rest up to `end` when `multi`).
-    fn ask(&mut self, cmd: &[u8], multi: bool) -> String {
-        self.writer.write_all(cmd).unwrap();
-        self.writer.write_all(b"\n").unwrap();
-        let mut all = String::new();
-        loop {
-            let mut line = String::new();
-            if self.reader.read_line(&mut line).unwrap() == 0 {
-                return all;
-            }
-            all.push_str(&line);
-            if !multi || line == "end\n" || line.starts_with("error ") {
-                return all;
-            }
-        }
-    }
 }
 
 #[test]

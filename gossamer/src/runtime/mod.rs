@@ -21,6 +21,7 @@ pub(crate) mod strict;
 pub(crate) mod stuck;
 pub(crate) mod top_adaptive;
 mod top_command;
+pub(crate) mod top_follow;
 mod top_socket;
 pub(crate) mod tuning;
 pub(crate) mod worker;

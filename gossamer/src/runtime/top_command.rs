@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use super::top_adaptive::POLICIES;
+use super::top_follow::{FollowChange, KEYS as FOLLOW_KEYS};
 use super::tuning::{DedicatedPolicy, TrusteeParams};
 
 /// The longest command line, in bytes (its newline excluded).
@@ -85,6 +86,15 @@ pub(crate) enum Command {
         id: u64,
         policy: &'static str,
     },
+    /// Every property that follows its requests: holder, on or off, moves
+    /// and parameters.
+    Follow,
+    /// `follow ID [on|off] [key=value …]`: pause or resume one property
+    /// that follows its requests, or change its parameters.
+    FollowSet {
+        id: u64,
+        change: FollowChange,
+    },
 }
 
 /// A trust id as `snapshot` and `adaptive` write it: 1 to 16 hexadecimal
@@ -138,6 +148,8 @@ pub(crate) fn parse(line: &str) -> Result<Command, String> {
                 .find(|known| known == p)
                 .ok_or_else(|| format!("unknown policy {:?} (known: {})", clip(p), POLICIES.join(", ")))?,
         },
+        ["follow"] => Command::Follow,
+        ["follow", id, rest @ ..] => Command::FollowSet { id: trust_id(id)?, change: follow_change(rest)? },
         ["dedicated", "auto"] => Command::Dedicated(DedicatedPolicy::Auto),
         ["dedicated", k] => Command::Dedicated(DedicatedPolicy::Fixed(index("dedicated count", k)?)),
         ["set", target, pairs @ ..] => {
@@ -161,6 +173,36 @@ pub(crate) fn parse(line: &str) -> Result<Command, String> {
         }
         _ => return Err(format!("unknown command {:?}", clip(line))),
     })
+}
+
+/// The words after `follow ID`: `on` or `off` at most once, then
+/// `key=value` pairs of the policy's parameters (each at most once);
+/// something to change at least. Bounds are checked where they are known,
+/// with the property's other parameters.
+fn follow_change(words: &[&str]) -> Result<FollowChange, String> {
+    let mut change = FollowChange::default();
+    for w in words {
+        match *w {
+            "on" | "off" if change.on.is_none() && change.params.is_empty() => change.on = Some(*w == "on"),
+            "on" | "off" => return Err("give on or off once, before the parameters".into()),
+            pair => {
+                let (k, v) =
+                    pair.split_once('=').ok_or_else(|| format!("{:?} is not on, off or key=value", clip(pair)))?;
+                let key = FOLLOW_KEYS
+                    .iter()
+                    .position(|known| *known == k)
+                    .ok_or_else(|| format!("unknown parameter {:?} (known: {})", clip(k), FOLLOW_KEYS.join(", ")))?;
+                if change.params.iter().any(|&(i, _)| i == key) {
+                    return Err(format!("{} given twice", FOLLOW_KEYS[key]));
+                }
+                change.params.push((key, number(FOLLOW_KEYS[key], v)?));
+            }
+        }
+    }
+    if change.on.is_none() && change.params.is_empty() {
+        return Err("follow ID needs on, off or key=value".into());
+    }
+    Ok(change)
 }
 
 /// `params` with `changes` applied, checked against their bounds.
@@ -201,6 +243,22 @@ mod tests {
         assert_eq!(parse("adaptive"), Ok(Command::Adaptive));
         assert_eq!(parse("policy 0x7f00aa lock"), Ok(Command::Policy { id: 0x7f00aa, policy: "lock" }));
         assert_eq!(parse("policy 7F00AA delegate"), Ok(Command::Policy { id: 0x7f00aa, policy: "delegate" }));
+        assert_eq!(parse("follow"), Ok(Command::Follow));
+        assert_eq!(
+            parse("follow 0x7f00aa off"),
+            Ok(Command::FollowSet { id: 0x7f00aa, change: FollowChange { on: Some(false), params: vec![] } })
+        );
+        assert_eq!(
+            parse("follow 7f00aa on window=64 rest_windows=0"),
+            Ok(Command::FollowSet {
+                id: 0x7f00aa,
+                change: FollowChange { on: Some(true), params: vec![(0, 64), (4, 0)] }
+            })
+        );
+        assert_eq!(
+            parse("follow 10 share_percent=70"),
+            Ok(Command::FollowSet { id: 0x10, change: FollowChange { on: None, params: vec![(2, 70)] } })
+        );
         for bad in [
             "dedicated",
             "dedicated -1",
@@ -223,6 +281,16 @@ mod tests {
             "policy -1 lock",
             "policy 0x11112222333344445 lock",
             "policy 0x10 lock extra",
+            "follow 0x10",
+            "follow 0x10 maybe",
+            "follow 0x10 on off",
+            "follow 0x10 window=16 on",
+            "follow 0x10 window=16 window=32",
+            "follow 0x10 window",
+            "follow 0x10 window=-1",
+            "follow 0x10 size=16",
+            "follow zz on",
+            "follow on",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} decoded");
         }
@@ -257,6 +325,7 @@ mod tests {
                     "set", "all", "dedicated", "auto", "profile", "trustee", "0", "1", "18446744073709551616",
                     "tight_polls=3", "idle_spin_us=", "=5", "sleep_poll_us=100", "fiber_yield=99999999999",
                     "adaptive", "policy", "0x7f", "ffffffffffffffffff", "lock", "delegate", "0x",
+                    "follow", "on", "off", "window=16", "share_percent=99999999999999999999", "rest_windows=",
                 ]),
                 0..20,
             )
@@ -270,6 +339,21 @@ mod tests {
             let hex = if upper { format!("{id:X}") } else { format!("{id:x}") };
             let line = format!("policy {}{hex} {p}", if prefix { "0x" } else { "" });
             prop_assert_eq!(parse(&line), Ok(Command::Policy { id, policy: p }));
+        }
+
+        #[test]
+        fn follow_commands_round_trip(id in any::<u64>(), on in prop::option::of(any::<bool>()),
+                                      params in prop::collection::btree_map(0..FOLLOW_KEYS.len(), any::<u64>(), 0..5)) {
+            prop_assume!(on.is_some() || !params.is_empty());
+            let mut line = format!("follow {id:x}");
+            if let Some(on) = on {
+                line.push_str(if on { " on" } else { " off" });
+            }
+            for (k, v) in &params {
+                line.push_str(&format!(" {}={v}", FOLLOW_KEYS[*k]));
+            }
+            let change = FollowChange { on, params: params.into_iter().collect() };
+            prop_assert_eq!(parse(&line), Ok(Command::FollowSet { id, change }));
         }
 
         #[test]

@@ -19,6 +19,8 @@
 //! | `set all\|N KEY=V …` | `ok`: trustee parameters of every worker, or of N |
 //! | `adaptive`           | `adaptive ID TRUSTEE POLICY MODE` per adaptive trust, `end` |
 //! | `policy ID P`        | `ok`: policy `delegate`, `adaptive` or `lock` for adaptive trust ID |
+//! | `follow`             | `follow ID HOLDER on\|off MOVES KEY=V …` per property that follows its requests, `end` |
+//! | `follow ID [on\|off] [KEY=V …]` | `ok`: pauses, resumes or retunes that property |
 //! | anything else        | `error <reason>`                                  |
 //!
 //! A `params` line reads `params N tight_polls=… idle_spin_us=…
@@ -27,7 +29,13 @@
 //! id in hexadecimal (as `snapshot` does), its trustee, its policy and the
 //! mode it is in now (`delegate` or `lock`); more than 10,000 are cut
 //! short with a line `more N`. `policy` takes the same id, with or without
-//! `0x`. Lines longer than 1024 bytes are refused and end the connection.
+//! `0x`. A `follow` line lists a property given
+//! `MigrationPolicy::Follow` by its id, the trustee that holds it now,
+//! whether it follows (`off`: paused here), how often it has moved, and
+//! its parameters (`window`, `window_ms`, `share_percent`,
+//! `return_percent`, `rest_windows`, see `FollowParams`); `follow ID`
+//! changes any of them, all or nothing. Lines longer than 1024 bytes are
+//! refused and end the connection.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -41,6 +49,7 @@ use super::shared::Shared;
 use super::stuck;
 use super::top_adaptive;
 use super::top_command::{self, Command, MAX_LINE};
+use super::top_follow;
 use super::tuning::DedicatedPolicy;
 
 /// Sockets being served, by runtime id.
@@ -193,6 +202,8 @@ pub(crate) fn answer(sh: &Arc<Shared>, cmd: &str) -> String {
         Command::Dedicated(p) => ok(super::live::set_policy(sh, p).map_err(|e| e.to_string())),
         Command::Adaptive => top_adaptive::answer_list(sh.id),
         Command::Policy { id, policy } => ok(top_adaptive::set_policy(sh.id, id, policy)),
+        Command::Follow => top_follow::answer_list(sh.id),
+        Command::FollowSet { id, change } => ok(top_follow::change(sh.id, id, &change)),
         Command::Set { trustee, changes } => ok((|| {
             let targets: Vec<usize> = match trustee {
                 Some(t) if !sh.is_local(t) => return Err(format!("no trustee {t} in this process")),

@@ -7,6 +7,7 @@ pub mod netns;
 pub mod objects;
 pub mod programs;
 pub mod tally;
+pub mod top;
 
 #[allow(unused_imports)]
 pub use netns::skip;

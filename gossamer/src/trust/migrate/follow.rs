@@ -46,9 +46,11 @@
 //! counts cleared.
 
 use std::any::Any;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::follow_control::{self, Control};
 use super::{call, relay, run_here, start_move, Request};
 use crate::channel::record::{take_value, Responder};
 use crate::channel::slot::Word;
@@ -135,6 +137,11 @@ impl<T: Send + 'static> Trust<T> {
     /// Only the trustee that holds the value counts requests, and only for
     /// properties that follow: others pay nothing.
     ///
+    /// A property that follows is listed by `gossamer top` (its FOLLOW
+    /// table, under [`profile_id`](Trust::profile_id)), which can pause,
+    /// resume and retune it while the program runs (`--set-follow`). A
+    /// later call here sets these parameters again and turns it back on.
+    ///
     /// ```
     /// use gossamer::{FollowParams, MigrationPolicy};
     ///
@@ -194,7 +201,11 @@ type Mover = unsafe fn(&Worker, *mut Header, usize);
 
 /// The follow state of a property, in the cell that holds its value.
 pub(crate) struct State {
-    params: FollowParams,
+    /// Its parameters and on/off switch, which `gossamer top` may change
+    /// (see `follow_control`).
+    control: Arc<Control>,
+    /// Set while the switch is off: the window in progress then is stale.
+    paused: bool,
     /// The origin: its trustee and cell address.
     origin_t: usize,
     origin: usize,
@@ -212,15 +223,16 @@ pub(crate) struct State {
 }
 
 impl State {
-    fn new(params: FollowParams, origin_t: usize, origin: usize, mover: Mover, threads: usize) -> State {
+    fn new(control: Arc<Control>, origin_t: usize, origin: usize, mover: Mover, threads: usize) -> State {
         let counts = vec![0; threads];
-        State { params, origin_t, origin, mover, counts, seen: 0, started: Instant::now(), rest: 0, came_from: None }
+        let started = Instant::now();
+        State { control, paused: false, origin_t, origin, mover, counts, seen: 0, started, rest: 0, came_from: None }
     }
 
     /// Whether the current window, with `seen` requests, is old enough to
     /// close (reads the clock only every `CLOCK_EVERY` requests).
-    fn aged(&self, now: &impl Fn() -> Instant) -> bool {
-        let ms = self.params.window_ms;
+    fn aged(&self, params: &FollowParams, now: &impl Fn() -> Instant) -> bool {
+        let ms = params.window_ms;
         ms > 0
             && self.seen >= MIN_WINDOW
             && self.seen % CLOCK_EVERY == 0
@@ -241,7 +253,8 @@ impl State {
             *c += 1;
         }
         self.seen += 1;
-        if self.seen < self.params.window && !self.aged(&now) {
+        let (params, _) = self.control.get();
+        if self.seen < params.window && !self.aged(&params, &now) {
             return None;
         }
         let total = u64::from(self.seen);
@@ -251,12 +264,12 @@ impl State {
             self.rest -= 1;
             return None;
         }
-        let need = if self.came_from == Some(best) { self.params.return_percent } else { self.params.share_percent };
+        let need = if self.came_from == Some(best) { params.return_percent } else { params.share_percent };
         if best == here || u64::from(n) * 100 < u64::from(need) * total || !local(best) {
             return None;
         }
         // No second request while this one is under way.
-        self.rest = self.params.rest_windows;
+        self.rest = params.rest_windows;
         Some(best)
     }
 
@@ -267,11 +280,21 @@ impl State {
         self.started = at;
     }
 
-    /// The property moved from trustee `from`: a fresh start, resting.
-    fn moved_from(&mut self, from: usize) {
+    /// The property moved from trustee `from` to `to`: a fresh start,
+    /// resting.
+    fn moved(&mut self, from: usize, to: usize) {
         self.new_window(Instant::now());
-        self.rest = self.params.rest_windows;
+        self.rest = self.control.get().0.rest_windows;
         self.came_from = Some(from);
+        self.control.moved_to(to);
+    }
+}
+
+impl Drop for State {
+    /// The property no longer follows (its policy is `Stay` again, or its
+    /// value is gone): `gossamer top` stops listing it.
+    fn drop(&mut self) {
+        follow_control::unregister(&self.control);
     }
 }
 
@@ -280,6 +303,15 @@ impl Follow for State {
     /// a window that calls for one.
     unsafe fn observe(&mut self, h: *const Header) {
         let Some(w) = context::current() else { return };
+        if !self.control.get().1 {
+            // Paused from `gossamer top`: nothing counts meanwhile, and the
+            // window then in progress is dropped when it resumes.
+            self.paused = true;
+            return;
+        }
+        if std::mem::take(&mut self.paused) {
+            self.new_window(Instant::now());
+        }
         // A request a trustee serves comes from the client of the batch;
         // one it runs outside a batch, from one of its own fibers.
         let client = if w.in_delegated() { w.serving.get() } else { w.index };
@@ -350,16 +382,16 @@ unsafe fn mover<T: Send + 'static>(w: &Worker, origin: *mut Header, to: usize) {
 }
 
 /// Hands the follow state of `old` (if any), whose value moved out of
-/// this thread into the fresh cell `new`, to `new`.
+/// this thread into the fresh cell `new` for trustee `to`, to `new`.
 ///
 /// # Safety
 /// `old` must be a live cell of this thread whose value was just moved
 /// out; `new` a cell not yet published to any other thread.
-pub(super) unsafe fn carry(w: &Worker, old: *mut Header, new: *mut Header) {
+pub(super) unsafe fn carry(w: &Worker, old: *mut Header, new: *mut Header, to: usize) {
     // SAFETY: per the contract.
     if let Some(mut st) = unsafe { property::take_follow(old) } {
         if let Some(st) = st.as_any_mut().downcast_mut::<State>() {
-            st.moved_from(w.index);
+            st.moved(w.index, to);
         }
         // SAFETY: per the contract.
         unsafe { property::put_follow(new, st) };
@@ -389,9 +421,11 @@ impl<T: Send + 'static> Request<T> for SetPolicy {
             MigrationPolicy::Follow(params) => {
                 // SAFETY: as above.
                 match unsafe { property::follow_state(h) }.and_then(|st| st.as_any_mut().downcast_mut::<State>()) {
-                    Some(st) => st.params = params,
+                    Some(st) => st.control.set(params, true),
                     None => {
-                        let st = State::new(params, self.origin_t, self.origin, mover::<T>, w.shared.n);
+                        let control = Arc::new(Control::new(w.shared.id, self.origin, w.index, params));
+                        follow_control::register(&control);
+                        let st = State::new(control, self.origin_t, self.origin, mover::<T>, w.shared.n);
                         // SAFETY: as above.
                         unsafe { property::put_follow(h, Box::new(st)) };
                     }
@@ -425,9 +459,19 @@ mod tests {
 
     unsafe fn no_move(_: &Worker, _: *mut Header, _: usize) {}
 
+    fn with(params: FollowParams) -> State {
+        State::new(Arc::new(Control::new(0, 0, 0, params)), 0, 0, no_move, 4)
+    }
+
     fn state(window: u32) -> State {
-        let params = FollowParams { window, window_ms: 0, share_percent: 60, return_percent: 80, rest_windows: 2 };
-        State::new(params, 0, 0, no_move, 4)
+        with(FollowParams { window, window_ms: 0, share_percent: 60, return_percent: 80, rest_windows: 2 })
+    }
+
+    /// Changes the parameters as `gossamer top` would.
+    fn retune(st: &State, f: impl FnOnce(&mut FollowParams)) {
+        let (mut p, on) = st.control.get();
+        f(&mut p);
+        st.control.set(p, on);
     }
 
     fn feed(st: &mut State, here: usize, from: &[(usize, u32)]) -> Option<usize> {
@@ -468,7 +512,7 @@ mod tests {
     #[test]
     fn going_back_takes_the_stronger_share() {
         let mut st = state(100);
-        st.moved_from(1);
+        st.moved(1, 2);
         assert_eq!(feed(&mut st, 2, &[(1, 100)]), None);
         assert_eq!(feed(&mut st, 2, &[(1, 100)]), None);
         assert_eq!(feed(&mut st, 2, &[(1, 79), (2, 21)]), None);
@@ -478,13 +522,13 @@ mod tests {
     #[test]
     fn an_old_window_closes_early_once_it_holds_enough_requests() {
         let t0 = Instant::now();
-        let mut st = State::new(
-            FollowParams { window: 1 << 20, window_ms: 50, share_percent: 60, return_percent: 80, rest_windows: 0 },
-            0,
-            0,
-            no_move,
-            4,
-        );
+        let mut st = with(FollowParams {
+            window: 1 << 20,
+            window_ms: 50,
+            share_percent: 60,
+            return_percent: 80,
+            rest_windows: 0,
+        });
         st.started = t0;
         let young = || t0 + Duration::from_millis(49);
         let old = || t0 + Duration::from_millis(50);
@@ -507,7 +551,7 @@ mod tests {
         assert_eq!(feed_at(&mut st2, 0, &[(2, MIN_WINDOW - 1)], old), None);
         assert_eq!(st2.seen, MIN_WINDOW - 1);
         // With 0, only the count closes a window.
-        st2.params.window_ms = 0;
+        retune(&st2, |p| p.window_ms = 0);
         assert_eq!(feed_at(&mut st2, 0, &[(2, 10_000)], || t0 + Duration::from_secs(3600)), None);
     }
 
@@ -515,7 +559,7 @@ mod tests {
     fn a_window_closed_by_its_count_restarts_the_clock() {
         let t0 = Instant::now();
         let mut st = state(100);
-        st.params.window_ms = 50;
+        retune(&st, |p| p.window_ms = 50);
         st.started = t0;
         let later = || t0 + Duration::from_millis(40);
         assert_eq!(feed_at(&mut st, 0, &[(1, 100)], later), Some(1));

@@ -109,6 +109,7 @@ use std::thread;
 pub(crate) mod direct;
 pub(crate) mod far;
 pub(crate) mod follow;
+mod follow_control;
 pub(crate) mod launch;
 #[cfg(all(test, loom))]
 mod loom_chain;
@@ -282,7 +283,7 @@ impl<T: Send + 'static> Request<T> for HandOver {
     fn run(self, w: &Worker, cell: *mut PropertyCell<T>) -> thread::Result<(usize, u64)> {
         // SAFETY: per the trait; the origin sends nothing to this cell after
         // the hand-over, and what clients still send here is forwarded.
-        let (new, id) = unsafe { move_value(w, cell) };
+        let (new, id) = unsafe { move_value(w, cell, self.0) };
         let h = cell.cast::<Header>();
         // SAFETY: as above: its value moved out; it forwards from now on,
         // holding no id in the new cell (the origin frees it, see `origin`).
@@ -586,7 +587,7 @@ unsafe fn start_move<T: Send + 'static>(
             unsafe { property::check_reachable(h) }?;
             if to != w.index {
                 // SAFETY: reachable, here, between closures.
-                let (cell, id) = unsafe { move_value(w, origin) };
+                let (cell, id) = unsafe { move_value(w, origin, to) };
                 register_on(w, to, cell);
                 origin::created(h);
                 // SAFETY: its value moved out just now; nothing was held.
@@ -642,7 +643,8 @@ unsafe fn start_move<T: Send + 'static>(
 }
 
 /// Moves the value of `cell` (here, reachable) into a new cell; returns it
-/// and the trust id it holds for the origin. `cell` is left without a
+/// and the trust id it holds for the origin; `to` is the trustee the new
+/// cell is for. `cell` is left without a
 /// value: the caller marks or frees it. The origin registers the new cell
 /// (`register_on`), so that the registration comes before anything else
 /// it sends there.
@@ -650,14 +652,14 @@ unsafe fn start_move<T: Send + 'static>(
 /// # Safety
 /// `cell` must be a live cell of this thread whose value is reachable, no
 /// closure on it running.
-unsafe fn move_value<T: Send + 'static>(w: &Worker, cell: *mut PropertyCell<T>) -> (*mut Header, u64) {
+unsafe fn move_value<T: Send + 'static>(w: &Worker, cell: *mut PropertyCell<T>, to: usize) -> (*mut Header, u64) {
     // SAFETY: per the contract; taken once (the caller makes sure nothing
     // reaches or drops it there again).
     let value = unsafe { ManuallyDrop::take(&mut *(*cell).value.get()) };
     let id = w.new_id();
     let new = PropertyCell::new_boxed(value, id).cast::<Header>();
     // SAFETY: per the contract; `new` is not published yet.
-    unsafe { follow::carry(w, cell.cast(), new) };
+    unsafe { follow::carry(w, cell.cast(), new, to) };
     transit::departed(w.shared.id, new);
     (new, id)
 }
