@@ -339,9 +339,16 @@ pub struct AdaptiveList {
     pub more: u64,
 }
 
-/// Parses one answer to `adaptive` (the whole text, `end` line included).
-pub fn parse_adaptive(text: &str) -> Result<AdaptiveList, TopError> {
-    let mut out = AdaptiveList::default();
+/// Parses an answer of `TAG …` rows (at most `max`, each read by `row`
+/// with its line number), an optional `more N` after them (N > 0), and
+/// `end`: the rows and N. A first line `error …` is the program's refusal.
+pub(crate) fn parse_rows<R>(
+    text: &str,
+    tag: &str,
+    max: usize,
+    row: impl Fn(usize, &str) -> Result<R, TopError>,
+) -> Result<(Vec<R>, u64), TopError> {
+    let (mut rows, mut more) = (Vec::new(), 0u64);
     for (n, line) in text.split('\n').enumerate().map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l))) {
         if n == 1 {
             if let Some(e) = line.strip_prefix("error ") {
@@ -350,34 +357,11 @@ pub fn parse_adaptive(text: &str) -> Result<AdaptiveList, TopError> {
         }
         let bad = |reason: String| TopError::BadLine { line: n, reason };
         match line.split_once(' ').unwrap_or((line, "")) {
-            ("end", "") => return Ok(out),
-            ("adaptive", rest) if out.rows.len() < MAX_ADAPTIVE && out.more == 0 => {
-                let f: Vec<&str> = rest.split(' ').collect();
-                let [id, trustee, policy, mode] = f[..] else {
-                    return Err(bad("expected: adaptive ID TRUSTEE POLICY MODE".into()));
-                };
-                let id =
-                    (!id.is_empty() && id.len() <= 16).then(|| u64::from_str_radix(id, 16).ok()).flatten().ok_or_else(
-                        || bad(format!("id {:?} is not hexadecimal", id.chars().take(20).collect::<String>())),
-                    )?;
-                let policy = POLICIES
-                    .into_iter()
-                    .find(|p| *p == policy)
-                    .ok_or_else(|| bad(format!("unknown policy {:?}", policy.chars().take(20).collect::<String>())))?;
-                let mode = MODES
-                    .into_iter()
-                    .find(|m| *m == mode)
-                    .ok_or_else(|| bad(format!("unknown mode {:?}", mode.chars().take(20).collect::<String>())))?;
-                out.rows.push(AdaptiveRow {
-                    id,
-                    trustee: num(n, "trustee", Some(trustee))?,
-                    policy: policy.into(),
-                    mode: mode.into(),
-                });
-            }
-            ("more", rest) if out.more == 0 => {
-                out.more = num(n, "count", Some(rest))?;
-                if out.more == 0 {
+            ("end", "") => return Ok((rows, more)),
+            (t, rest) if t == tag && rows.len() < max && more == 0 => rows.push(row(n, rest)?),
+            ("more", rest) if more == 0 => {
+                more = num(n, "count", Some(rest))?;
+                if more == 0 {
                     return Err(bad("more 0".into()));
                 }
             }
@@ -385,6 +369,31 @@ pub fn parse_adaptive(text: &str) -> Result<AdaptiveList, TopError> {
         }
     }
     Err(TopError::Truncated)
+}
+
+/// Parses one answer to `adaptive` (the whole text, `end` line included).
+pub fn parse_adaptive(text: &str) -> Result<AdaptiveList, TopError> {
+    let (rows, more) = parse_rows(text, "adaptive", MAX_ADAPTIVE, |n, rest| {
+        let bad = |reason: String| TopError::BadLine { line: n, reason };
+        let f: Vec<&str> = rest.split(' ').collect();
+        let [id, trustee, policy, mode] = f[..] else {
+            return Err(bad("expected: adaptive ID TRUSTEE POLICY MODE".into()));
+        };
+        let id = (!id.is_empty() && id.len() <= 16)
+            .then(|| u64::from_str_radix(id, 16).ok())
+            .flatten()
+            .ok_or_else(|| bad(format!("id {:?} is not hexadecimal", id.chars().take(20).collect::<String>())))?;
+        let policy = POLICIES
+            .into_iter()
+            .find(|p| *p == policy)
+            .ok_or_else(|| bad(format!("unknown policy {:?}", policy.chars().take(20).collect::<String>())))?;
+        let mode = MODES
+            .into_iter()
+            .find(|m| *m == mode)
+            .ok_or_else(|| bad(format!("unknown mode {:?}", mode.chars().take(20).collect::<String>())))?;
+        Ok(AdaptiveRow { id, trustee: num(n, "trustee", Some(trustee))?, policy: policy.into(), mode: mode.into() })
+    })?;
+    Ok(AdaptiveList { rows, more })
 }
 
 /// The adaptive trusts, at most `limit` of them: id, trustee, policy and

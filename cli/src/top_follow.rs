@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use crate::top::TopError;
+use crate::top::{parse_rows, TopError};
 use crate::CliError;
 
 /// The parameters of the policy, in the order the program lists them.
@@ -81,27 +81,8 @@ fn parse_row(n: usize, rest: &str) -> Result<FollowRow, TopError> {
 
 /// Parses one answer to `follow` (the whole text, `end` line included).
 pub fn parse_follow(text: &str) -> Result<FollowList, TopError> {
-    let mut out = FollowList::default();
-    for (n, line) in text.split('\n').enumerate().map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l))) {
-        if n == 1 {
-            if let Some(e) = line.strip_prefix("error ") {
-                return Err(TopError::Refused(e.chars().take(200).collect()));
-            }
-        }
-        let bad = |reason: String| TopError::BadLine { line: n, reason };
-        match line.split_once(' ').unwrap_or((line, "")) {
-            ("end", "") => return Ok(out),
-            ("follow", rest) if out.rows.len() < MAX_ROWS && out.more == 0 => out.rows.push(parse_row(n, rest)?),
-            ("more", rest) if out.more == 0 => {
-                out.more = number(n, "count", rest)?;
-                if out.more == 0 {
-                    return Err(bad("more 0".into()));
-                }
-            }
-            _ => return Err(bad(format!("unexpected line {:?}", line.chars().take(40).collect::<String>()))),
-        }
-    }
-    Err(TopError::Truncated)
+    let (rows, more) = parse_rows(text, "follow", MAX_ROWS, parse_row)?;
+    Ok(FollowList { rows, more })
 }
 
 /// The properties that follow, at most `limit` of them: id, holder, on or

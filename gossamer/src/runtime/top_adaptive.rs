@@ -45,15 +45,8 @@ pub(crate) const MAX_ROWS: usize = 10_000;
 pub(crate) fn answer_list(runtime: u64) -> String {
     let mut rows = HOOKS.get().map_or_else(Vec::new, |h| (h.list)(runtime));
     rows.sort_by_key(|r| r.id);
-    let mut s = String::new();
-    for r in rows.iter().take(MAX_ROWS) {
-        s.push_str(&format!("adaptive {:x} {} {} {}\n", r.id, r.trustee, r.policy, r.mode));
-    }
-    if rows.len() > MAX_ROWS {
-        s.push_str(&format!("more {}\n", rows.len() - MAX_ROWS));
-    }
-    s.push_str("end\n");
-    s
+    let lines = rows.iter().map(|r| format!("adaptive {:x} {} {} {}\n", r.id, r.trustee, r.policy, r.mode));
+    super::top_socket::listing(lines.collect(), MAX_ROWS)
 }
 
 /// Carries out `policy ID NAME` (already decoded and checked).

@@ -57,19 +57,14 @@ pub(crate) const MAX_ROWS: usize = 10_000;
 pub(crate) fn answer_list(runtime: u64) -> String {
     let mut rows = HOOKS.get().map_or_else(Vec::new, |h| (h.list)(runtime));
     rows.sort_by_key(|r| r.id);
-    let mut s = String::new();
-    for r in rows.iter().take(MAX_ROWS) {
-        s.push_str(&format!("follow {:x} {} {} {}", r.id, r.holder, if r.on { "on" } else { "off" }, r.moves));
+    let lines = rows.iter().map(|r| {
+        let mut l = format!("follow {:x} {} {} {}", r.id, r.holder, if r.on { "on" } else { "off" }, r.moves);
         for (k, v) in KEYS.iter().zip(r.params) {
-            s.push_str(&format!(" {k}={v}"));
+            l.push_str(&format!(" {k}={v}"));
         }
-        s.push('\n');
-    }
-    if rows.len() > MAX_ROWS {
-        s.push_str(&format!("more {}\n", rows.len() - MAX_ROWS));
-    }
-    s.push_str("end\n");
-    s
+        l + "\n"
+    });
+    super::top_socket::listing(lines.collect(), MAX_ROWS)
 }
 
 /// Carries out `follow ID …` (already decoded).

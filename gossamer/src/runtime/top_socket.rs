@@ -164,6 +164,20 @@ fn client(stream: UnixStream, sh: &Weak<Shared>, stop: &AtomicBool) -> std::io::
     }
 }
 
+/// An answer that lists rows: at most `max` of the `lines` (each with its
+/// newline), then `more N` if N were left out, then `end`.
+pub(crate) fn listing(lines: Vec<String>, max: usize) -> String {
+    let mut s = String::new();
+    for l in lines.iter().take(max) {
+        s.push_str(l);
+    }
+    if lines.len() > max {
+        s.push_str(&format!("more {}\n", lines.len() - max));
+    }
+    s.push_str("end\n");
+    s
+}
+
 /// The answer to one command.
 pub(crate) fn answer(sh: &Arc<Shared>, cmd: &str) -> String {
     let cmd = match top_command::parse(cmd) {
