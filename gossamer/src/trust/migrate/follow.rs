@@ -241,7 +241,8 @@ impl State {
 
     /// Counts one request from `client`; at the end of a window, the
     /// trustee the property should move to from `here`, if any (`local`:
-    /// whether a trustee is in this process; `now`: the clock).
+    /// whether a trustee is in this process; `now`: the clock). The
+    /// settings are read once per request, here.
     fn count(
         &mut self,
         client: usize,
@@ -249,11 +250,20 @@ impl State {
         local: impl Fn(usize) -> bool,
         now: impl Fn() -> Instant,
     ) -> Option<usize> {
+        let (params, on) = self.control.get();
+        if !on {
+            // Paused from `gossamer top`: nothing counts meanwhile, and the
+            // window then in progress is dropped when it resumes.
+            self.paused = true;
+            return None;
+        }
+        if std::mem::take(&mut self.paused) {
+            self.new_window(now());
+        }
         if let Some(c) = self.counts.get_mut(client) {
             *c += 1;
         }
         self.seen += 1;
-        let (params, _) = self.control.get();
         if self.seen < params.window && !self.aged(&params, &now) {
             return None;
         }
@@ -303,15 +313,6 @@ impl Follow for State {
     /// a window that calls for one.
     unsafe fn observe(&mut self, h: *const Header) {
         let Some(w) = context::current() else { return };
-        if !self.control.get().1 {
-            // Paused from `gossamer top`: nothing counts meanwhile, and the
-            // window then in progress is dropped when it resumes.
-            self.paused = true;
-            return;
-        }
-        if std::mem::take(&mut self.paused) {
-            self.new_window(Instant::now());
-        }
         // A request a trustee serves comes from the client of the batch;
         // one it runs outside a batch, from one of its own fibers.
         let client = if w.in_delegated() { w.serving.get() } else { w.index };

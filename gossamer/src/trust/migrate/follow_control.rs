@@ -6,12 +6,13 @@
 //! value and is touched only on that cell's thread. What another thread
 //! may read or change of it sits apart, in a [`Control`] the state shares
 //! with the registry: the parameters and an on/off switch in two words the
-//! holder reads before it counts a request, the holder's index and the
-//! number of moves, which the thread the value leaves writes as it moves. Every combination of the two
-//! words is a valid setting (each bound that ties two parameters together,
-//! `return_percent` ≥ `share_percent`, is checked within one word), so a
-//! reader never needs a lock, and a change made from `gossamer top` takes
-//! effect at the next request.
+//! holder reads once per request it counts, and the holder's index and
+//! the number of moves, which the thread the value leaves writes as it
+//! moves. Every combination of the two words is a valid setting (each
+//! bound that ties two parameters together, `return_percent` ≥
+//! `share_percent`, is checked within one word), so a reader never needs a
+//! lock, and a change made from `gossamer top` takes effect at the next
+//! request.
 //!
 //! A state enters the registry when the property is given the policy and
 //! leaves it when the state is dropped: the policy set back to `Stay`, or
