@@ -145,6 +145,7 @@ impl Worker {
         let far = Far { client: c, req_bulk, resp_bulk, bulk_bytes: far_bulk };
         let mut cache = self.codes[c].get();
         let g = self.enter_delegated();
+        let kept = self.batch.open();
         // SAFETY: our staging slot for `c`, free (checked above); the
         // batch is a checked private copy; each request runs once.
         let (bulk_used, _, range) = unsafe {
@@ -154,6 +155,7 @@ impl Worker {
                 out.bulk_used()
             })
         };
+        drop(kept);
         drop(g);
         self.codes[c].set(cache);
         self.served[c].set(seq as u32);

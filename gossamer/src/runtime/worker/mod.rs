@@ -1,7 +1,8 @@
 //! One worker OS thread: its fibers and ready queue, and the loop that
 //! drives everything else. The loop's parts live beside it: the client side
 //! (queues, flushing, polling responses) in `client`, the trustee side
-//! (serving request slots) in `trustee`, and idling without burning the
+//! (serving request slots) in `trustee`, the property locks a trustee
+//! keeps through one batch in `batch_hold`, and idling without burning the
 //! core in `idle`.
 //!
 //! User code never unwinds into this loop: every closure, callback,
@@ -10,6 +11,7 @@
 //! dropped inside `catch_unwind` too), and the thread's context is cleared
 //! by a guard, so even an internal panic leaves no dangling worker behind.
 
+pub(crate) mod batch_hold;
 mod client;
 mod far;
 mod idle;
@@ -88,6 +90,9 @@ pub(crate) struct Worker {
     /// The client whose batch this trustee serves now (for requests that a
     /// moved property's first cell relays, see `trust::migrate`).
     pub(crate) serving: Cell<usize>,
+    /// Locks of properties this trustee keeps until the batch it serves
+    /// ends (see `batch_hold`).
+    pub(crate) batch: batch_hold::BatchHolds,
 }
 
 /// Bits that name a worker (`index + 1`) in the trust ids of a program of
@@ -141,6 +146,7 @@ impl Worker {
             quiet: Cell::new(false),
             local_streak: Cell::new(0),
             serving: Cell::new(usize::MAX),
+            batch: batch_hold::BatchHolds::default(),
             rounds: Cell::new(0),
             rounds_done: Cell::new(0),
             doomed: RefCell::new(Vec::new()),

@@ -44,6 +44,7 @@ impl Worker {
             };
             let mut batch = 0usize;
             let g = self.enter_delegated();
+            let kept = self.batch.open();
             self.serving.set(c);
             if self.shared.is_local(c) {
                 // SAFETY: the flag change means client `c` published a
@@ -84,6 +85,7 @@ impl Worker {
                 };
                 self.codes[c].set(cache);
             }
+            drop(kept);
             drop(g);
             resp.publish(flag);
             self.served[c].set(flag);

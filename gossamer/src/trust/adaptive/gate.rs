@@ -3,10 +3,12 @@
 //! measurements from which an adaptive gate picks its mode.
 //!
 //! Every access to the value holds the lock, whoever makes it: a caller in
-//! place or the trustee serving a delegated request. The mode word only
-//! decides who takes the lock; it is a hint that may be stale, never what
-//! makes access exclusive. The measurements are written only by the lock
-//! holder, with plain loads and stores.
+//! place or the trustee serving a delegated request (which may keep it for
+//! the rest of the batch it serves, see `runtime::worker::batch_hold`;
+//! [`Gate::lock`] takes such a lock over on the thread that keeps it). The
+//! mode word only decides who takes the lock; it is a hint that may be
+//! stale, never what makes access exclusive. The measurements are written
+//! only by the lock holder, with plain loads and stores.
 //!
 //! **How the adaptive policy decides.** Each mode measures the property's
 //! throughput over its windows: in lock mode the callers in place, over
@@ -30,6 +32,8 @@ use std::sync::OnceLock;
 #[cfg(not(loom))]
 use std::time::Instant;
 
+use crate::runtime::context;
+use crate::runtime::worker::batch_hold::TakeOver;
 use crate::sync::{AtomicU32, Ordering};
 
 /// Who runs a closure on an adaptive property now.
@@ -325,6 +329,12 @@ impl Gate {
         self.unlock();
     }
 
+    /// The gate's address, as the worker's kept locks name it.
+    #[inline]
+    pub(crate) fn addr(&self) -> *const () {
+        self as *const Gate as *const ()
+    }
+
     /// Takes the lock if it is free.
     #[inline]
     pub(crate) fn try_lock(&self) -> bool {
@@ -333,9 +343,29 @@ impl Gate {
     }
 
     /// Takes the lock, spinning, then yielding the OS thread while it is
-    /// held (its holder may have been preempted).
+    /// held (its holder may have been preempted). A lock this thread's
+    /// trustee keeps for its batch is taken over at once.
+    ///
+    /// # Panics
+    /// If this thread's trustee holds the lock for a closure running on the
+    /// value now: the caller is inside that closure and would wait forever.
     #[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))] // no spins under loom
     pub(crate) fn lock(&self) {
+        if self.try_lock() {
+            return;
+        }
+        // This thread may keep the lock itself, for the batch it serves.
+        if let Some(w) = context::current() {
+            match w.batch.take_over(self.addr()) {
+                TakeOver::NotKept => {}
+                TakeOver::Taken => return,
+                TakeOver::InUse => panic!(
+                    "gossamer: a closure running on an adaptive property changed that same property's policy or \
+                     thresholds (it would wait for the lock its own call holds); change it after the closure, e.g. \
+                     in an apply_then callback"
+                ),
+            }
+        }
         let mut spins = 0u32;
         while !self.try_lock() {
             if spins < SPINS {

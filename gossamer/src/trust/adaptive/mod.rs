@@ -13,7 +13,7 @@
 //! after its last trust, drops the value.
 //!
 //! 1. **Every access holds the lock.** A caller in place takes it around
-//!    its closure; the trustee takes it around every delegated closure it
+//!    its closure; the trustee holds it around every delegated closure it
 //!    serves. Exclusive access therefore never depends on the mode: the
 //!    mode word only says who should take the lock, and may be stale. A
 //!    caller that read "lock" just before the switch to delegation (a
@@ -21,6 +21,14 @@
 //!    (it spins, then yields its thread, as the holder runs a closure that
 //!    cannot block). While all callers delegate, only the trustee takes
 //!    the lock: it is never contended and stays in the trustee's cache.
+//!    Within the batch of one client it serves, the trustee keeps the locks
+//!    it took (up to 8) until the batch ends, so that a run of requests to
+//!    one property takes its lock once (`runtime::worker::batch_hold`); a
+//!    straggler waits at most for the rest of that batch. Should the
+//!    trustee itself need a lock it keeps (a closure of the batch changes
+//!    another of its properties' policy, or the value is dropped), it takes
+//!    it over instead of waiting for itself; a closure that changes the
+//!    policy of the very property it runs on panics instead of hanging.
 //! 2. **Per-client order.** A thread counts its delegated requests to each
 //!    adaptive property until their answers are in (`pending`). It runs a
 //!    closure in place only when none is outstanding: a fiber that may
@@ -64,7 +72,7 @@
 //!
 //! Unlike `Trust<T>`, whose paths take no lock and no atomic
 //! read-modify-write, an adaptive property uses one compare-and-swap per
-//! call in place, and per request served, by design.
+//! call in place, and per run of requests served in a batch, by design.
 
 mod gate;
 #[cfg(all(test, loom))]

@@ -24,6 +24,8 @@ use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
 
 use super::gate::{Gate, Mode};
 use super::registry;
+use crate::runtime::context;
+use crate::runtime::worker::Worker;
 use crate::trust::Trust;
 
 /// The gate and its value, the value right after the gate's lock and
@@ -67,6 +69,9 @@ pub(crate) struct Held<'a, T> {
     slot: &'a Slot<T>,
     served: bool,
     contended: bool,
+    /// The trustee serving the request, and whether it keeps the lock for
+    /// the rest of its batch (then it, not this guard, releases the lock).
+    trustee: Option<(&'static Worker, bool)>,
 }
 
 impl<'a, T> Held<'a, T> {
@@ -86,14 +91,25 @@ impl<'a, T> Held<'a, T> {
             slot.gate.unlock();
             panic!("gossamer: the runtime that owns this adaptive property has shut down");
         }
-        Held { slot, served: false, contended }
+        Held { slot, served: false, contended, trustee: None }
     }
 
-    /// Takes the lock for the trustee, to serve a delegated request.
+    /// Takes the lock for the trustee, to serve a delegated request. Inside
+    /// the batch a worker serves, the worker keeps the lock until the batch
+    /// ends (see `runtime::worker::batch_hold`): the next requests of the
+    /// batch to this property reuse it instead of taking it again.
     #[inline]
     pub(crate) fn serving(slot: &'a Slot<T>) -> Held<'a, T> {
-        slot.gate.lock();
-        Held { slot, served: true, contended: false }
+        let Some(w) = context::current() else {
+            slot.gate.lock();
+            return Held { slot, served: true, contended: false, trustee: None };
+        };
+        // SAFETY: `Gate::lock` takes the lock for this thread and
+        // `release_gate` releases it; the gate lives until the value is
+        // dropped, which takes the lock first (`Gate::lock` takes a kept
+        // lock over, removing it from the kept ones).
+        let kept = unsafe { w.batch.serve(slot.gate.addr(), || slot.gate.lock(), release_gate) };
+        Held { slot, served: true, contended: false, trustee: Some((w, kept)) }
     }
 
     /// The value, exclusively, for as long as the lock is held.
@@ -114,8 +130,23 @@ impl<T> Drop for Held<'_, T> {
         } else {
             self.slot.gate.note_in_place(self.contended);
         }
+        if let Some((w, kept)) = self.trustee {
+            w.batch.done(self.slot.gate.addr());
+            if kept {
+                return;
+            }
+        }
         self.slot.gate.unlock();
     }
+}
+
+/// Releases a gate's lock kept by a trustee until its batch ended.
+///
+/// # Safety
+/// `p` is a live `Gate` whose lock this thread holds.
+unsafe fn release_gate(p: *const ()) {
+    // SAFETY: per the contract.
+    unsafe { &*(p as *const Gate) }.unlock();
 }
 
 /// Bytes of nodes per chunk (at least one node).
