@@ -39,6 +39,19 @@ fn drive(t: &Trust<Counter>, thread: usize, n: u64) -> usize {
     .unwrap()
 }
 
+/// Drives the property from `thread`, 1000 increments at a time, until it
+/// runs there (bounded by `within`); the increments made. A move is asked
+/// for by the holder and run by the origin's thread, which on a loaded
+/// machine may not run for a while: the requests meanwhile are served
+/// where the value is.
+fn drive_until_there(t: &Trust<Counter>, thread: usize) -> u64 {
+    let mut n = 1000;
+    while drive(t, thread, 1000) != thread {
+        n += 1000;
+    }
+    n
+}
+
 /// The `follow` answer's line for `id`, if any, and checks the answer ends.
 fn row(top: &mut Top, id: u64) -> Option<String> {
     let all = top.ask(b"follow", true);
@@ -65,13 +78,14 @@ fn top_lists_pauses_resumes_and_retunes_a_property_that_follows() {
             assert_eq!(row(&mut top, id), Some(format!("follow {id:x} 0 on 0 {params_text}")));
 
             // Used from thread 1 only: it moves there, and the row says so.
-            assert_eq!(drive(&t, 1, 1000), 1);
+            let mut total = drive_until_there(&t, 1);
             assert_eq!(row(&mut top, id), Some(format!("follow {id:x} 1 on 1 {params_text}")));
 
             // Paused, it stays put however its requests come.
             assert_eq!(top.ask(format!("follow {id:x} off").as_bytes(), false), "ok\n");
             assert_eq!(row(&mut top, id), Some(format!("follow {id:x} 1 off 1 {params_text}")));
             assert_eq!(drive(&t, 2, 3000), 1, "a paused property moved");
+            total += 3000;
 
             // Refused changes change nothing: out of bounds, a return share
             // below the new share, an id that does not follow, one of no
@@ -96,7 +110,7 @@ fn top_lists_pauses_resumes_and_retunes_a_property_that_follows() {
             assert_eq!(top.ask(cmd.as_bytes(), false), "ok\n");
             let retuned = "window=32 window_ms=0 share_percent=90 return_percent=95 rest_windows=0";
             assert_eq!(row(&mut top, id), Some(format!("follow {id:x} 1 on 1 {retuned}")));
-            assert_eq!(drive(&t, 2, 1000), 2);
+            total += drive_until_there(&t, 2);
             assert_eq!(row(&mut top, id), Some(format!("follow {id:x} 2 on 2 {retuned}")));
 
             // The program's own setting wins over what top set: back to
@@ -108,6 +122,7 @@ fn top_lists_pauses_resumes_and_retunes_a_property_that_follows() {
             t.set_migration_policy(MigrationPolicy::Stay).unwrap();
             assert_eq!(row(&mut top, id), None);
             assert_eq!(drive(&t, 1, 1000), 2);
+            total += 1000;
             let a = top.ask(format!("follow {id:x} on").as_bytes(), false);
             assert!(a.starts_with("error "), "{a}");
 
@@ -115,14 +130,14 @@ fn top_lists_pauses_resumes_and_retunes_a_property_that_follows() {
             // value is.
             t.set_migration_policy(MigrationPolicy::Follow(params)).unwrap();
             assert_eq!(row(&mut top, id), Some(format!("follow {id:x} 2 on 0 {params_text}")));
-            let total = t.apply(|c| c.n);
+            assert_eq!(t.apply(|c| c.n), total, "every increment ran once");
             drop((t, still));
             let top = std::cell::RefCell::new(top);
             let gone = || top.borrow_mut().ask(b"follow", true) == "end\n";
             assert!(yield_until(Duration::from_secs(30), gone), "still listed after its value was dropped");
             total
         });
-        assert_eq!(total, 6000, "every increment ran once");
+        assert!(total >= 6000);
         drop(rt);
         assert_eq!(drops.load(Ordering::SeqCst), 2, "each value dropped once");
     });
