@@ -70,6 +70,9 @@ struct Demo {
     /// Its standard error so far (read all along, so that it never blocks).
     stderr: Arc<Mutex<String>>,
     stderr_reader: Option<std::thread::JoinHandle<()>>,
+    /// Standard output read along with the socket line (the reader's
+    /// buffer), the start of what `finish` returns.
+    early: String,
 }
 
 impl Demo {
@@ -97,9 +100,11 @@ impl Demo {
         let mut line = String::new();
         out.read_line(&mut line).expect("top_demo's first line");
         let socket = PathBuf::from(line.trim().strip_prefix("top socket: ").expect(&line));
-        // The rest of its output is read when it ends.
+        // The rest of its output is read when it ends; what the reader took
+        // in beyond the first line already is kept.
+        let early = String::from_utf8_lossy(out.buffer()).into_owned();
         child.stdout = Some(out.into_inner());
-        Demo { child, socket, stderr, stderr_reader: Some(stderr_reader) }
+        Demo { child, socket, stderr, stderr_reader: Some(stderr_reader), early }
     }
 
     /// Waits (up to 30 s) until the demo's standard error holds `pat`.
@@ -126,7 +131,7 @@ impl Demo {
             s
         });
         let status = wait_bounded(&mut self.child, Duration::from_secs(60));
-        let rest = out.join().unwrap();
+        let rest = std::mem::take(&mut self.early) + &out.join().unwrap();
         if let Some(r) = self.stderr_reader.take() {
             let _ = r.join();
         }
