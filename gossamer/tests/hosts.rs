@@ -231,7 +231,16 @@ fn stress() {
         .map(|t| {
             gossamer::spawn_with(
                 t,
-                |(cs, seed): (Vec<Trust<(u64, u64)>>, u64)| {
+                |(cs, seed, t): (Vec<Trust<(u64, u64)>>, u64, usize)| {
+                    // Alone in their batches (blocking), on either side of
+                    // the limits of arguments kept inline, to a thread of
+                    // another host: each comes back whole.
+                    let far = &cs[(t + PER_HOST) % cs.len()];
+                    for len in [0usize, 1, 31, 32, 33, 64, 127, 128, 129, 200, 1000] {
+                        let data: Vec<u8> = (0..len).map(|k| (k * 7 + t) as u8).collect();
+                        let back = far.apply_with(|_, d: Vec<u8>| d, data.clone());
+                        assert_eq!(back, data, "a {len}-byte argument crossed hosts and came back whole");
+                    }
                     let mut x = seed | 1;
                     for _ in 0..EACH {
                         x ^= x << 13;
@@ -257,7 +266,7 @@ fn stress() {
                         c.apply_with(|_, ()| (), ());
                     }
                 },
-                (checkers.clone(), 7919 * (t as u64 + 1)),
+                (checkers.clone(), 7919 * (t as u64 + 1), t),
             )
         })
         .collect();

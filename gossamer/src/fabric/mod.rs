@@ -21,6 +21,14 @@ pub(crate) trait Fabric: Send + Sync {
     /// Starts what the fabric runs on its own (a progress thread), once the
     /// runtime is up; `wake` wakes this process's sleeping workers.
     fn start(&self, wake: Box<dyn Fn() + Send + Sync>);
+    /// Takes in what other hosts put into this process, unless another
+    /// thread is at it; true if anything arrived (the caller then wakes the
+    /// process's sleeping workers, since the slot that changed may be
+    /// theirs). Idle workers call it, so that an answer they wait for is
+    /// seen without waiting for the progress thread to be scheduled.
+    fn poll(&self) -> bool {
+        false
+    }
     /// Puts issued and bytes put by all threads so far.
     fn counters(&self) -> (u64, u64);
     /// Stops what the fabric runs on its own (progress threads), after the

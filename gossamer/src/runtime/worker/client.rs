@@ -8,7 +8,7 @@ use std::ptr::{self, NonNull};
 use crate::channel::byte_queue::ByteQueue;
 use crate::channel::record::{
     encode_request, record_words, request_words, take_response, take_value, value_words, Shim, FALLBACK_WORDS,
-    MAX_INLINE_TAIL, TAIL_IN_BULK,
+    MAX_FAR_INLINE_TAIL, MAX_INLINE_TAIL, TAIL_IN_BULK,
 };
 use crate::channel::remote::{self, code_header, code_offset, CODE_CACHE};
 use crate::channel::slot::{BatchWriter, Word};
@@ -54,6 +54,12 @@ pub(crate) struct Lane {
 }
 
 impl Lane {
+    /// Nothing queued and nothing in flight: a request queued now is sent
+    /// at once, likely alone.
+    pub(super) fn idle(&self) -> bool {
+        self.in_flight == 0 && self.pending.is_empty()
+    }
+
     /// Moves queued requests into a batch, in order, while they fit the
     /// writer and — for those whose payload goes to the pair's bulk area
     /// (`bulk`, `bulk_bytes` bytes; requests to another process only) —
@@ -238,10 +244,15 @@ impl Worker {
             "gossamer: a runtime message of {} bytes cannot be sent to another process",
             std::mem::size_of::<F>()
         );
-        let bulk_bytes = if self.shared.same_host(t) {
-            self.shared.region.bulk_bytes()
+        let (bulk_bytes, inline_max) = if self.shared.same_host(t) {
+            (self.shared.region.bulk_bytes(), MAX_INLINE_TAIL)
+        } else if self.lanes[t].borrow().idle() {
+            // Likely alone in its batch (a blocking request): inline, so
+            // that the batch crosses in one put.
+            (self.shared.region.shape().far_bulk, MAX_FAR_INLINE_TAIL)
         } else {
-            self.shared.region.shape().far_bulk
+            // Part of a stream: the bulk area fits more requests per batch.
+            (self.shared.region.shape().far_bulk, MAX_INLINE_TAIL)
         };
         // Every check that may refuse the request comes before the code
         // cache is touched: the client's copy of the cache must change only
@@ -249,7 +260,7 @@ impl Worker {
         // and a later cache index would name the wrong code.
         let (tail_words, in_bulk, assembled) = match tail {
             None => (0, false, false),
-            Some(b) if b.len() <= MAX_INLINE_TAIL => (1 + remote::byte_words(b.len()), false, false),
+            Some(b) if b.len() <= inline_max => (1 + remote::byte_words(b.len()), false, false),
             Some(b) if b.len() <= bulk_bytes => (2, true, false),
             Some(b) => {
                 // Larger than the bulk area: the chunks go first, each a
