@@ -681,6 +681,19 @@ fn checksummed_records_cross_hosts_intact_under_load() {
     }
 }
 
+/// The same through one-sided puts, the path taken where UCX has an RDMA
+/// transport (active messages are the default over TCP).
+#[test]
+fn checksummed_records_cross_hosts_intact_by_puts() {
+    if ucx_or_skip() {
+        let mut cmds = ranks("stress");
+        for c in &mut cmds {
+            c.env("GOSSAMER_UCX_PATH", "put");
+        }
+        expect_ok_with(cmds, "stress");
+    }
+}
+
 #[test]
 fn simulated_hosts_carry_a_mib_both_ways_and_checksummed_records() {
     if !ucx_or_skip() {

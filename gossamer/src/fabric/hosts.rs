@@ -5,12 +5,14 @@
 //! its own UCX worker and, lazily, one endpoint per remote host (§3.2.9:
 //! machines² × threads endpoints in all, never one per thread pair).
 //!
-//! A put to host `h` goes to one process of `h` — the same one for all of a
-//! thread's puts to `h`, spread over `h`'s processes by thread — into that
-//! process's mapping of `h`'s region, which every process of `h` sees.
+//! A send to host `h` goes to one process of `h` — the same one for all of
+//! a thread's sends to `h`, spread over `h`'s processes by thread — into
+//! that process's mapping of `h`'s region, which every process of `h` sees.
+//! It goes by one-sided puts where UCX may use RDMA, else as one active
+//! message that the target writes into its region (`am.rs`); see [`Path`].
 //!
-//! Over TCP, UCX carries a put as messages that the target writes into its
-//! memory when its receiver worker progresses. Whoever of the process gets
+//! Over TCP, UCX carries a put, and an active message, as messages that the
+//! target writes into its memory when its receiver worker progresses. Whoever of the process gets
 //! to it first progresses the receiver worker (it sits behind a lock that
 //! nobody waits for): its workers while they idle, polling for what they
 //! wait on, and a receiver thread for when they all sleep. Whoever took in
@@ -30,8 +32,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::ucx::{Context, Endpoint, MemRegion, Put, RemoteKey, Ucx, UcxError, Worker};
-use super::{Fabric, ThreadFabric, Ticket};
+use super::am::{self, AM_HEADER_MAX, AM_LAND};
+use super::ucx::{Context, Endpoint, IoPart, MemRegion, Put, RemoteKey, Ucx, UcxError, Worker};
+use super::{Fabric, Piece, ThreadFabric, Ticket, MAX_PIECES};
 
 /// Set to `1`, the receiver thread sleeps on UCX's wake-up descriptor when
 /// idle instead of polling with pauses of 50 µs. Off by default: measured
@@ -50,6 +53,62 @@ fn events_wanted() -> bool {
 /// The longest the receiver thread sleeps on UCX's wake-up descriptor
 /// before it looks at its stop flag again.
 const RECEIVER_WAIT: Duration = Duration::from_millis(20);
+
+/// How a thread's sends reach another host: `put` (one-sided puts, a
+/// fence between the pieces of one send) or `am` (one active message per
+/// send, which the target's fabric writes into its region). Unset, see
+/// [`Path::default_here`].
+const PATH_ENV: &str = "GOSSAMER_UCX_PATH";
+
+/// How sends reach another host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// One-sided puts into the peer's registered region.
+    Put,
+    /// One active message per send, written by the target.
+    Am,
+}
+
+impl Path {
+    /// `GOSSAMER_UCX_PATH`, else [`default_here`](Self::default_here).
+    fn wanted() -> Result<Path, String> {
+        match std::env::var(PATH_ENV) {
+            Err(_) => Ok(Path::default_here()),
+            Ok(v) => match v.trim() {
+                "put" => Ok(Path::Put),
+                "am" => Ok(Path::Am),
+                "" => Ok(Path::default_here()),
+                other => Err(format!("{PATH_ENV}={other}: expected 'put' or 'am'")),
+            },
+        }
+    }
+
+    /// Puts where UCX may use an RDMA transport: this machine has an RDMA
+    /// device (`/sys/class/infiniband`) and `UCX_TLS` is unset or names one
+    /// (`rc`, `dc`, `ud`, `ib` or `all`); there a put is written by the
+    /// network card, with no work at the target. Active messages
+    /// elsewhere: over TCP, UCX carries a put as a message that the target
+    /// writes and acknowledges with a message of its own, and a send of two
+    /// pieces takes two puts and a fence; an active message is one message,
+    /// not acknowledged (2 simulated hosts, 2 cores: see
+    /// `benchmarks/fabric.md`).
+    fn default_here() -> Path {
+        let device = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+        let tls_allows = std::env::var("UCX_TLS").map_or(true, |tls| {
+            let tls = tls.trim();
+            !tls.starts_with('^')
+                && tls.split(',').any(|t| {
+                    let t = t.trim();
+                    t == "all" || ["rc", "dc", "ud", "ib"].iter().any(|p| t.starts_with(p))
+                })
+        });
+        if device && tls_allows {
+            Path::Put
+        } else {
+            Path::Am
+        }
+    }
+}
 
 /// Where to put into one process's mapping of its host's region.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,6 +132,7 @@ pub(crate) struct LocalEnd {
     mem: MemRegion,
     receiver: Worker,
     info: PeerInfo,
+    path: Path,
 }
 
 impl LocalEnd {
@@ -87,13 +147,20 @@ impl LocalEnd {
         // follow the slot protocol write into it.
         let mem = unsafe { ctx.mem_map(region.0, region.1) }.map_err(text)?;
         let receiver = Worker::new(&ctx).map_err(text)?;
+        let (base, len) = (region.0 as usize, region.1);
+        // SAFETY: the region stays mapped for the life of the process, and
+        // is only ever accessed through raw pointers and atomics.
+        let land = move |header: &[u8], data: Option<&[u8]>| unsafe { am::land(base, len, header, data) };
+        receiver.set_am_handler(AM_LAND, land).map_err(text)?;
+        let path = Path::wanted()?;
+        tracing::debug!("sends to other hosts go by {path:?}");
         let info = PeerInfo {
             base: mem.base(),
             len: mem.len() as u64,
             rkey: mem.pack_rkey().map_err(text)?,
             address: receiver.address().map_err(text)?,
         };
-        Ok(LocalEnd { ctx, mem, receiver, info })
+        Ok(LocalEnd { ctx, mem, receiver, info, path })
     }
 
     pub(crate) fn info(&self) -> PeerInfo {
@@ -115,6 +182,7 @@ impl LocalEnd {
                 peers,
                 host_ranks,
                 my_host,
+                path: self.path,
                 counts: std::sync::Mutex::new(Vec::new()),
             }),
             _mem: self.mem,
@@ -130,6 +198,7 @@ struct Common {
     peers: Vec<PeerInfo>,
     host_ranks: Vec<Vec<usize>>,
     my_host: usize,
+    path: Path,
     /// Each thread's counts of puts and bytes (one writer each).
     counts: Mutex<Vec<Arc<[AtomicU64; 2]>>>,
 }
@@ -254,22 +323,38 @@ struct Route {
     base: u64,
 }
 
-/// One worker thread's UCX state. The puts in flight borrow the worker,
-/// an endpoint, its key and bytes of the region; they are stored here with
-/// those borrows stretched to `'static`, which is sound because: the worker
-/// is boxed and the routes live in a boxed slice that never grows (their
-/// addresses never change, even when this struct moves); a route, once
-/// made, is never replaced or removed; the region stays mapped for the
-/// process's life; and fields drop in declaration order, so every put is
+/// One worker thread's UCX state. The sends in flight borrow the worker,
+/// an endpoint, its key, bytes of the region and (active messages) their
+/// header and scatter list; they are stored here with those borrows
+/// stretched to `'static`, which is sound because: the worker is boxed and
+/// the routes live in a boxed slice that never grows (their addresses
+/// never change, even when this struct moves); a route, once made, is
+/// never replaced or removed; the region stays mapped for the process's
+/// life; a header and scatter list are boxed beside their request and go
+/// after it; and fields drop in declaration order, so every send is
 /// finished (or cancelled) before the routes and the worker go.
 struct UcxThread {
-    in_flight: VecDeque<(Ticket, Put<'static>)>,
+    in_flight: VecDeque<InFlight>,
     index: usize,
     counts: Arc<[AtomicU64; 2]>,
     common: Arc<Common>,
     eps: Box<[Option<Route>]>,
     next: Ticket,
     worker: Box<Worker>,
+}
+
+/// A send, or a put of one, in flight.
+struct InFlight {
+    ticket: Ticket,
+    // Field order: the request goes before what it borrows.
+    req: Put<'static>,
+    _message: Option<Box<AmMessage>>,
+}
+
+/// The header and scatter list of an active message in flight.
+struct AmMessage {
+    header: [u8; AM_HEADER_MAX],
+    parts: [IoPart<'static>; MAX_PIECES],
 }
 
 impl UcxThread {
@@ -289,53 +374,76 @@ impl UcxThread {
     }
 
     fn reap(&mut self) {
-        while let Some((_, p)) = self.in_flight.front_mut() {
-            match self.worker.is_done(p) {
+        while let Some(f) = self.in_flight.front_mut() {
+            match self.worker.is_done(&mut f.req) {
                 Ok(false) => break,
                 Ok(true) => {
                     self.in_flight.pop_front();
                 }
-                Err(e) => panic!("gossamer: a put to another host failed: {e}"),
+                Err(e) => panic!("gossamer: a send to another host failed: {e}"),
             }
         }
     }
 }
 
 impl ThreadFabric for UcxThread {
-    fn put(&mut self, host: usize, src: *const u8, len: usize, offset: usize) -> Result<Ticket, String> {
+    fn send(&mut self, host: usize, pieces: &[Piece]) -> Result<Ticket, String> {
+        assert!(!pieces.is_empty() && pieces.len() <= MAX_PIECES, "gossamer: a send of {} pieces", pieces.len());
+        let path = self.common.path;
         let route = self.route(host)?;
-        let addr = route.base + offset as u64;
+        let base = route.base;
         // SAFETY: see `UcxThread`: the route and the worker stay where they
-        // are, unchanged, until every put is finished; `src..src + len`
-        // lies in our region, mapped for the process's life, and the caller
-        // leaves it alone until `done` says the put is complete.
-        let (ep, rkey, worker, bytes): (&'static Endpoint, &'static RemoteKey, &'static Worker, &'static [u8]) = unsafe {
-            (
-                &*(&route.ep as *const Endpoint),
-                &*(&route.rkey as *const RemoteKey),
-                &*(&*self.worker as *const Worker),
-                std::slice::from_raw_parts(src, len),
-            )
+        // are, unchanged, until every send is finished.
+        let (ep, rkey, worker): (&'static Endpoint, &'static RemoteKey, &'static Worker) = unsafe {
+            (&*(&route.ep as *const Endpoint), &*(&route.rkey as *const RemoteKey), &*(&*self.worker as *const Worker))
         };
-        let put = ep.put(worker, bytes, addr, rkey).map_err(text)?;
-        // One writer per counter: plain loads and stores.
-        self.counts[0].store(self.counts[0].load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-        self.counts[1].store(self.counts[1].load(Ordering::Relaxed) + len as u64, Ordering::Relaxed);
+        // SAFETY: each piece's source lies in our region, mapped for the
+        // process's life, and the caller leaves it alone until `done` says
+        // the send is complete.
+        let bytes = |p: &Piece| -> &'static [u8] { unsafe { std::slice::from_raw_parts(p.src, p.len) } };
         let t = self.next;
         self.next += 1;
-        if !put.is_complete() {
-            self.in_flight.push_back((t, put));
+        let mut ops = 0u64;
+        match path {
+            Path::Put => {
+                for (i, p) in pieces.iter().enumerate() {
+                    if i > 0 {
+                        worker.fence().map_err(text)?;
+                    }
+                    let req = ep.put(worker, bytes(p), base + p.offset as u64, rkey).map_err(text)?;
+                    ops += 1;
+                    if !req.is_complete() {
+                        self.in_flight.push_back(InFlight { ticket: t, req, _message: None });
+                    }
+                }
+            }
+            Path::Am => {
+                let (header, header_len) = am::header(pieces);
+                let parts = std::array::from_fn(|i| IoPart::new(pieces.get(i).map_or(&[][..], bytes)));
+                let message = Box::new(AmMessage { header, parts });
+                // SAFETY: the message is boxed (its address stays) and is
+                // kept beside the request until the request is finished.
+                let (h, ps): (&'static [u8], &'static [IoPart<'static>]) = unsafe {
+                    let m = &*(&*message as *const AmMessage);
+                    (&m.header[..header_len], &m.parts[..pieces.len()])
+                };
+                let req = ep.am_send(worker, AM_LAND, h, ps).map_err(text)?;
+                ops = 1;
+                if !req.is_complete() {
+                    self.in_flight.push_back(InFlight { ticket: t, req, _message: Some(message) });
+                }
+            }
         }
+        let len: usize = pieces.iter().map(|p| p.len).sum();
+        // One writer per counter: plain loads and stores.
+        self.counts[0].store(self.counts[0].load(Ordering::Relaxed) + ops, Ordering::Relaxed);
+        self.counts[1].store(self.counts[1].load(Ordering::Relaxed) + len as u64, Ordering::Relaxed);
         Ok(t)
     }
 
     fn done(&mut self, ticket: Ticket) -> bool {
         self.reap();
-        self.in_flight.front().is_none_or(|(t, _)| *t > ticket)
-    }
-
-    fn fence(&mut self) -> Result<(), String> {
-        self.worker.fence().map_err(text)
+        self.in_flight.front().is_none_or(|f| f.ticket > ticket)
     }
 
     fn progress(&mut self) -> bool {

@@ -3,10 +3,13 @@
 //! Processes of one host share one region ([`shm`]): a slot of another
 //! process on the same host is written with plain stores into the mapping. Between hosts, a slot
 //! is prepared in a staging slot of the local region and copied into the
-//! other host's region with one one-sided put ([`ThreadFabric::put`]); the
-//! backend between hosts is UCX ([`ucx`]). The worker loop only ever polls
+//! other host's region ([`ThreadFabric::send`]), with the payloads it names
+//! ahead of it: by one-sided puts, or by one active message that the
+//! target's fabric writes there (see [`hosts`] for which); the backend
+//! between hosts is UCX ([`ucx`]). The worker loop only ever polls
 //! its own host's memory; each worker drives its fabric's progress.
 
+mod am;
 pub(crate) mod hosts;
 pub(crate) mod shm;
 pub(crate) mod ucx;
@@ -36,20 +39,31 @@ pub(crate) trait Fabric: Send + Sync {
     fn close(&self);
 }
 
+/// One piece of a [`ThreadFabric::send`]: `len` bytes at `src` (inside
+/// this host's region) to byte `offset` of the target host's region.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Piece {
+    pub(crate) src: *const u8,
+    pub(crate) len: usize,
+    pub(crate) offset: usize,
+}
+
+/// The most pieces one [`ThreadFabric::send`] takes: a pair's bulk area
+/// and the slot that names it.
+pub(crate) const MAX_PIECES: usize = 2;
+
 /// One worker thread's access to the fabric: its own endpoints, one per
 /// remote host (never one per thread pair).
 pub(crate) trait ThreadFabric {
-    /// Starts copying `len` bytes at `src` (inside this host's region) to
-    /// byte `offset` of host `host`'s region. The source must stay
-    /// unchanged until [`done`](Self::done) says so.
-    fn put(&mut self, host: usize, src: *const u8, len: usize, offset: usize) -> Result<Ticket, String>;
-    /// Whether the put's source may be reused (local completion).
+    /// Starts copying `pieces` (at most [`MAX_PIECES`]) to host `host`'s
+    /// region, in order: no byte of a piece lands before every earlier
+    /// piece is whole at the target. The sources must stay unchanged until
+    /// [`done`](Self::done) says so.
+    fn send(&mut self, host: usize, pieces: &[Piece]) -> Result<Ticket, String>;
+    /// Whether the send's sources may be reused (local completion).
     fn done(&mut self, ticket: Ticket) -> bool;
-    /// Orders the puts issued so far before any issued later (a large
-    /// payload before the slot that names it).
-    fn fence(&mut self) -> Result<(), String>;
     /// Drives outstanding work; true if anything happened.
     fn progress(&mut self) -> bool;
-    /// Whether puts are still in flight.
+    /// Whether sends are still in flight.
     fn busy(&self) -> bool;
 }

@@ -54,7 +54,8 @@ impl Drop for Config<'_> {
 }
 
 impl Context {
-    /// Creates a context with remote memory access (`UCP_FEATURE_RMA`) and,
+    /// Creates a context with remote memory access (`UCP_FEATURE_RMA`),
+    /// active messages (`UCP_FEATURE_AM`) and,
     /// if `wakeup`, wake-up events (`UCP_FEATURE_WAKEUP`: a worker can sleep
     /// on a file descriptor until something arrives,
     /// `Worker::wait_for_events`).
@@ -83,7 +84,7 @@ impl Context {
             field_mask: ffi::UCP_PARAM_FIELD_FEATURES
                 | ffi::UCP_PARAM_FIELD_MT_WORKERS_SHARED
                 | ffi::UCP_PARAM_FIELD_NAME,
-            features: ffi::UCP_FEATURE_RMA | if wakeup { ffi::UCP_FEATURE_WAKEUP } else { 0 },
+            features: ffi::UCP_FEATURE_RMA | ffi::UCP_FEATURE_AM | if wakeup { ffi::UCP_FEATURE_WAKEUP } else { 0 },
             request_size: 0,
             request_init: None,
             request_cleanup: None,

@@ -2,6 +2,7 @@
 //! remote keys unpacked on them (`ucp_rkey_h`), and puts (`ucp_put_nbx`).
 
 use std::ffi::c_void;
+use std::marker::PhantomData;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicI8, AtomicPtr, Ordering};
 use std::sync::Arc;
@@ -227,6 +228,45 @@ impl Endpoint {
         Request::from_status_ptr(worker, p, "ucp_put_nbx", Some(self))
     }
 
+    /// Sends active message `id` (`ucp_am_send_nbx`, eager only): `header`,
+    /// then the bytes of `parts` in order as its data. The target's handler
+    /// for `id` (see [`Worker::set_am_handler`]) gets the whole message in
+    /// one call, when the target progresses.
+    ///
+    /// The [`Request`] borrows the header and the parts (and the endpoint
+    /// and worker) until it completes: UCX may read them until then.
+    /// Completion is local: the bytes may be reused.
+    pub(crate) fn am_send<'a>(
+        &'a self,
+        worker: &'a Worker,
+        id: u32,
+        header: &'a [u8],
+        parts: &'a [IoPart<'a>],
+    ) -> Result<Request<'a>, UcxError> {
+        let ep = self.live(worker)?;
+        let mut param = ffi::ucp_request_param_t::with_flags(
+            ffi::UCP_OP_ATTR_FIELD_FLAGS | ffi::UCP_OP_ATTR_FIELD_DATATYPE,
+            ffi::UCP_AM_SEND_FLAG_EAGER,
+        );
+        param.datatype = ffi::UCP_DATATYPE_IOV;
+        // SAFETY: live endpoint of this worker, on its thread; `IoPart` is a
+        // transparent `ucp_dt_iov_t` naming bytes borrowed for 'a, and the
+        // returned request borrows the header and the parts until UCX is
+        // done with them.
+        let p = unsafe {
+            (worker.ucx().ucp_am_send_nbx)(
+                ep,
+                id,
+                header.as_ptr().cast::<c_void>(),
+                header.len(),
+                parts.as_ptr().cast::<c_void>(),
+                parts.len(),
+                &param,
+            )
+        };
+        Request::from_status_ptr(worker, p, "ucp_am_send_nbx", Some(self))
+    }
+
     /// Starts a flush of this endpoint (`ucp_ep_flush_nbx`): when done, all
     /// puts issued on it before are complete at the target.
     pub(crate) fn flush_nb<'a>(&'a self, worker: &'a Worker) -> Result<Request<'a>, UcxError> {
@@ -340,5 +380,19 @@ impl Drop for RemoteKey {
 impl std::fmt::Debug for RemoteKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "RemoteKey({:#x}, {} bytes)", self.base, self.len)
+    }
+}
+
+/// Bytes that an active message carries ([`Endpoint::am_send`]): one
+/// element of a UCX scatter-gather list, borrowing its bytes.
+#[repr(transparent)]
+pub(crate) struct IoPart<'a>(ffi::ucp_dt_iov_t, PhantomData<&'a [u8]>);
+
+impl<'a> IoPart<'a> {
+    pub(crate) fn new(bytes: &'a [u8]) -> IoPart<'a> {
+        IoPart(
+            ffi::ucp_dt_iov_t { buffer: bytes.as_ptr().cast_mut().cast::<c_void>(), length: bytes.len() },
+            PhantomData,
+        )
     }
 }

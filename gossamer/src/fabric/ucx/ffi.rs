@@ -115,6 +115,21 @@ pub(crate) const UCP_PARAM_FIELD_NAME: u64 = 1 << 8;
 // enum ucp_feature
 pub(crate) const UCP_FEATURE_RMA: u64 = 1 << 1;
 pub(crate) const UCP_FEATURE_WAKEUP: u64 = 1 << 4;
+pub(crate) const UCP_FEATURE_AM: u64 = 1 << 6;
+
+// enum ucp_am_cb_flags
+pub(crate) const UCP_AM_FLAG_WHOLE_MSG: u32 = 1 << 0;
+// enum ucp_send_am_flags
+pub(crate) const UCP_AM_SEND_FLAG_EAGER: u32 = 1 << 1;
+// enum ucp_am_recv_attr_t
+pub(crate) const UCP_AM_RECV_ATTR_FLAG_RNDV: u64 = 1 << 17;
+// enum ucp_am_handler_param_field
+pub(crate) const UCP_AM_HANDLER_PARAM_FIELD_ID: u64 = 1 << 0;
+pub(crate) const UCP_AM_HANDLER_PARAM_FIELD_FLAGS: u64 = 1 << 1;
+pub(crate) const UCP_AM_HANDLER_PARAM_FIELD_CB: u64 = 1 << 2;
+pub(crate) const UCP_AM_HANDLER_PARAM_FIELD_ARG: u64 = 1 << 3;
+// enum ucp_dt_type
+pub(crate) const UCP_DATATYPE_IOV: ucp_datatype_t = 2;
 
 // enum ucp_context_attr_field
 pub(crate) const UCP_ATTR_FIELD_THREAD_MODE: u64 = 1 << 1;
@@ -147,6 +162,7 @@ pub(crate) const UCP_MEM_MAP_PROT_REMOTE_READ: c_uint = 1 << 8;
 pub(crate) const UCP_MEM_MAP_PROT_REMOTE_WRITE: c_uint = 1 << 9;
 
 // ucp_op_attr_t
+pub(crate) const UCP_OP_ATTR_FIELD_DATATYPE: u32 = 1 << 3;
 pub(crate) const UCP_OP_ATTR_FIELD_FLAGS: u32 = 1 << 4;
 
 /// `UCP_ENTITY_NAME_MAX`.
@@ -162,6 +178,42 @@ pub(crate) type ucp_err_handler_cb_t = Option<unsafe extern "C" fn(arg: *mut c_v
 /// `ucp_request_param_t` (all its members are function pointers).
 pub(crate) type ucp_send_nbx_callback_t =
     Option<unsafe extern "C" fn(request: *mut c_void, status: RawStatus, user_data: *mut c_void)>;
+
+/// `ucp_am_recv_callback_t` (the returned status as [`RawStatus`]).
+pub(crate) type ucp_am_recv_callback_t = Option<
+    unsafe extern "C" fn(
+        arg: *mut c_void,
+        header: *const c_void,
+        header_length: usize,
+        data: *mut c_void,
+        length: usize,
+        param: *const ucp_am_recv_param_t,
+    ) -> RawStatus,
+>;
+
+/// `ucp_am_handler_param_t`.
+#[repr(C)]
+pub(crate) struct ucp_am_handler_param_t {
+    pub field_mask: u64,
+    pub id: c_uint,
+    pub flags: u32,
+    pub cb: ucp_am_recv_callback_t,
+    pub arg: *mut c_void,
+}
+
+/// `ucp_am_recv_param_t`.
+#[repr(C)]
+pub(crate) struct ucp_am_recv_param_t {
+    pub recv_attr: u64,
+    pub reply_ep: ucp_ep_h,
+}
+
+/// `ucp_dt_iov_t`.
+#[repr(C)]
+pub(crate) struct ucp_dt_iov_t {
+    pub buffer: *mut c_void,
+    pub length: usize,
+}
 
 /// `ucp_params_t`.
 #[repr(C)]
@@ -357,6 +409,17 @@ pub(crate) struct Ucx {
         rkey: ucp_rkey_h,
         param: *const ucp_request_param_t,
     ) -> ucs_status_ptr_t,
+    pub ucp_worker_set_am_recv_handler:
+        unsafe extern "C" fn(worker: ucp_worker_h, param: *const ucp_am_handler_param_t) -> RawStatus,
+    pub ucp_am_send_nbx: unsafe extern "C" fn(
+        ep: ucp_ep_h,
+        id: c_uint,
+        header: *const c_void,
+        header_length: usize,
+        buffer: *const c_void,
+        count: usize,
+        param: *const ucp_request_param_t,
+    ) -> ucs_status_ptr_t,
     pub ucp_request_check_status: unsafe extern "C" fn(request: *mut c_void) -> RawStatus,
     pub ucp_request_free: unsafe extern "C" fn(request: *mut c_void),
     /// From `libucs.so.0`, a dependency of `libucp.so.0`, found through the
@@ -421,6 +484,8 @@ impl Ucx {
             ucp_ep_rkey_unpack: sym!(ucp_ep_rkey_unpack),
             ucp_rkey_destroy: sym!(ucp_rkey_destroy),
             ucp_put_nbx: sym!(ucp_put_nbx),
+            ucp_worker_set_am_recv_handler: sym!(ucp_worker_set_am_recv_handler),
+            ucp_am_send_nbx: sym!(ucp_am_send_nbx),
             ucp_request_check_status: sym!(ucp_request_check_status),
             ucp_request_free: sym!(ucp_request_free),
             ucs_status_string: sym!(ucs_status_string),

@@ -81,6 +81,9 @@ fn ffi_matches_the_installed_headers() {
         ucp_request_param_t {
             op_attr_mask, flags, request, cb, datatype, user_data, reply_buffer, memory_type, recv_info, memh,
         }
+        ucp_am_handler_param_t { field_mask, id, flags, cb, arg }
+        ucp_am_recv_param_t { recv_attr, reply_ep }
+        ucp_dt_iov_t { buffer, length }
     }
     types! {
         ucs_status_t, ucs_status_ptr_t, ucs_thread_mode_t, ucs_memory_type_t, ucp_err_handling_mode_t,
@@ -98,6 +101,9 @@ fn ffi_matches_the_installed_headers() {
         UCP_MEM_MAP_PARAM_FIELD_FLAGS, UCP_MEM_MAP_PARAM_FIELD_PROT, UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE,
         UCP_MEM_MAP_PROT_LOCAL_READ, UCP_MEM_MAP_PROT_LOCAL_WRITE, UCP_MEM_MAP_PROT_REMOTE_READ,
         UCP_MEM_MAP_PROT_REMOTE_WRITE, UCP_OP_ATTR_FIELD_FLAGS, UCP_ENTITY_NAME_MAX, UCP_API_MAJOR,
+        UCP_FEATURE_WAKEUP, UCP_FEATURE_AM, UCP_AM_FLAG_WHOLE_MSG, UCP_AM_SEND_FLAG_EAGER, UCP_AM_RECV_ATTR_FLAG_RNDV,
+        UCP_AM_HANDLER_PARAM_FIELD_ID, UCP_AM_HANDLER_PARAM_FIELD_FLAGS, UCP_AM_HANDLER_PARAM_FIELD_CB,
+        UCP_AM_HANDLER_PARAM_FIELD_ARG, UCP_DATATYPE_IOV, UCP_OP_ATTR_FIELD_DATATYPE,
     }
     for v in PTR_PROBES {
         line(

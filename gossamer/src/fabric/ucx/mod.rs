@@ -13,6 +13,9 @@
 //!   (`ucp_ep_h`, one per thread and remote host), [`RemoteKey`] (an
 //!   unpacked key with the bounds of the remote region it opens) and
 //!   [`Request`]/[`Put`] (an operation in flight);
+//! * active messages: [`Endpoint::am_send`] sends a header and the bytes of
+//!   [`IoPart`]s, eagerly; [`Worker::set_am_handler`] takes them in at the
+//!   target, within its progress;
 //! * [`UcxError`].
 //!
 //! Threads: a [`Context`] and its [`MemRegion`]s may be used from any
@@ -49,7 +52,7 @@ use std::sync::{Arc, OnceLock};
 #[allow(unused_imports)]
 pub(crate) use context::{Context, MemRegion};
 #[allow(unused_imports)]
-pub(crate) use endpoint::{Endpoint, RemoteKey};
+pub(crate) use endpoint::{Endpoint, IoPart, RemoteKey};
 pub(crate) use error::UcxError;
 pub(crate) use ffi::Ucx;
 #[allow(unused_imports)]

@@ -9,7 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use super::ffi;
-use super::{Context, Endpoint, Put, Ucx, UcxError, Worker};
+use super::{Context, Endpoint, IoPart, Put, Ucx, UcxError, Worker};
 
 /// Bound on every wait of these tests.
 const WAIT: Duration = Duration::from_secs(20);
@@ -254,6 +254,47 @@ fn loopback_default_transports() {
 
 /// The target's worker progresses on its own thread (as a trustee's loop
 /// would), having been moved there; the origin uses the blocking calls.
+/// Active messages over TCP: header and scattered parts arrive whole and
+/// in order, in the handler, within the target's progress; sizes from
+/// nothing to past UCX's eager fragments.
+#[test]
+fn active_messages_arrive_whole_in_order() {
+    let test = "active_messages_arrive_whole_in_order";
+    let Some(ucx) = ucx_or_skip(test) else { return };
+    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
+    let a = Worker::new(&ctx).unwrap();
+    let b = Worker::new(&ctx).unwrap();
+    type Received = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+    let got: Arc<std::sync::Mutex<Received>> = Arc::default();
+    let sink = got.clone();
+    b.set_am_handler(3, move |h, d| sink.lock().unwrap().push((h.to_vec(), d.map(<[u8]>::to_vec)))).unwrap();
+    let ab = a.connect(&b.address().unwrap()).unwrap();
+    let sizes = [(0usize, 0usize), (1, 0), (5, 3), (64, 4096), (100_000, 7), (300_000, 200_000)];
+    // All sent before any is progressed.
+    let bytes: Vec<_> = (0..sizes.len())
+        .map(|i| ((i as u64).to_le_bytes(), pattern(sizes[i].0, i as u32), pattern(sizes[i].1, 100 + i as u32)))
+        .collect();
+    let parts: Vec<_> = bytes.iter().map(|(_, p1, p2)| [IoPart::new(p1), IoPart::new(p2)]).collect();
+    let mut reqs: Vec<_> = bytes.iter().zip(&parts).map(|((h, ..), ps)| ab.am_send(&a, 3, h, ps).unwrap()).collect();
+    drive(&[&a, &b], "the active messages sent", || {
+        for r in &mut reqs {
+            if !a.is_done(r)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    });
+    drop(reqs);
+    let want: Vec<_> = bytes.iter().map(|(h, p1, p2)| (h.to_vec(), Some([&p1[..], &p2[..]].concat()))).collect();
+    drive(&[&a, &b], "every active message handled", || Ok(got.lock().unwrap().len() == sizes.len()));
+    let got = got.lock().unwrap();
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.0, w.0, "message {i}: header");
+        assert_same(&format!("message {i}"), g.1.as_deref().expect("eager data"), w.1.as_deref().unwrap());
+    }
+    close_all(&a, &b, vec![ab]);
+}
+
 #[test]
 fn put_to_a_worker_on_another_thread() {
     let Some(ucx) = ucx_or_skip("put_to_a_worker_on_another_thread") else { return };

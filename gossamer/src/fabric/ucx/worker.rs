@@ -54,6 +54,49 @@ pub(super) struct WorkerShared {
     /// The error-callback state of every endpoint ever created on this
     /// worker: UCX holds a pointer to it until the worker is destroyed.
     ep_states: Mutex<Vec<Arc<EpState>>>,
+    /// The active-message handlers set on this worker: UCX holds a pointer
+    /// to each until the worker is destroyed. Boxed twice: UCX keeps a thin
+    /// pointer, which must not move when the vector grows.
+    #[allow(clippy::vec_box)]
+    am_handlers: Mutex<Vec<Box<AmHandler>>>,
+}
+
+/// What [`Worker::set_am_handler`] calls with each active message: its
+/// header, and its data (`None` if it came by rendezvous, which is not
+/// taken: senders here send eagerly).
+pub(crate) type AmHandler = Box<dyn FnMut(&[u8], Option<&[u8]>) + Send>;
+
+/// The callback UCX calls for an active message: hands it to the
+/// [`AmHandler`] at `arg`. Never unwinds into UCX.
+unsafe extern "C" fn am_trampoline(
+    arg: *mut c_void,
+    header: *const c_void,
+    header_length: usize,
+    data: *mut c_void,
+    length: usize,
+    param: *const ffi::ucp_am_recv_param_t,
+) -> ffi::RawStatus {
+    // SAFETY: UCX passes the parameters of this message, valid for the call.
+    let rndv = !param.is_null() && unsafe { (*param).recv_attr } & ffi::UCP_AM_RECV_ATTR_FLAG_RNDV != 0;
+    let bytes = |p: *const c_void, len: usize| -> &[u8] {
+        if p.is_null() || len == 0 {
+            &[]
+        } else {
+            // SAFETY: UCX hands `len` readable bytes at `p` for the call
+            // (the header, and the data of an eager message).
+            unsafe { std::slice::from_raw_parts(p.cast::<u8>(), len) }
+        }
+    };
+    let (header, data) = (bytes(header, header_length), if rndv { None } else { Some(bytes(data, length)) });
+    // SAFETY: `arg` is the handler boxed by `set_am_handler`, which lives
+    // as long as the worker; UCX calls back only from a progress of the
+    // worker, which one thread at a time makes (`&Worker`), so this is the
+    // only reference to it.
+    let handler = unsafe { &mut *arg.cast::<AmHandler>() };
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(header, data))).is_err() {
+        tracing::error!("an active-message handler panicked; the message was dropped");
+    }
+    ffi::UCS_OK as ffi::RawStatus
 }
 
 /// Work for the worker's thread, left by a handle dropped elsewhere.
@@ -165,6 +208,7 @@ impl Worker {
                 has_deferred: AtomicBool::new(false),
                 deferred: Mutex::new(Vec::new()),
                 ep_states: Mutex::new(Vec::new()),
+                am_handlers: Mutex::new(Vec::new()),
             }),
             closing: RefCell::new(Vec::new()),
         })
@@ -271,6 +315,35 @@ impl Worker {
     pub(crate) fn pending_closes(&self) -> usize {
         let deferred = lock(&self.shared.deferred).iter().filter(|w| matches!(w, Deferred::CloseEp { .. })).count();
         self.closing.borrow().len() + deferred
+    }
+
+    /// Calls `handler` with every active message `id` that arrives for
+    /// this worker, whole, from within [`progress`](Self::progress)
+    /// (`ucp_worker_set_am_recv_handler`). A later handler for the same
+    /// `id` replaces this one.
+    pub(crate) fn set_am_handler(
+        &self,
+        id: u32,
+        handler: impl FnMut(&[u8], Option<&[u8]>) + Send + 'static,
+    ) -> Result<(), UcxError> {
+        let mut boxed: Box<AmHandler> = Box::new(Box::new(handler));
+        let params = ffi::ucp_am_handler_param_t {
+            field_mask: ffi::UCP_AM_HANDLER_PARAM_FIELD_ID
+                | ffi::UCP_AM_HANDLER_PARAM_FIELD_FLAGS
+                | ffi::UCP_AM_HANDLER_PARAM_FIELD_CB
+                | ffi::UCP_AM_HANDLER_PARAM_FIELD_ARG,
+            id,
+            flags: ffi::UCP_AM_FLAG_WHOLE_MSG,
+            cb: Some(am_trampoline),
+            arg: (&mut *boxed as *mut AmHandler).cast::<c_void>(),
+        };
+        // SAFETY: live worker, used by this thread only; the handler's box
+        // is kept (below) until the worker is destroyed, and its heap
+        // address does not change when the box moves.
+        let st = unsafe { (self.ucx().ucp_worker_set_am_recv_handler)(self.shared.handle, &params) };
+        self.ucx().check("ucp_worker_set_am_recv_handler", st)?;
+        lock(&self.shared.am_handlers).push(boxed);
+        Ok(())
     }
 
     /// Orders this worker's puts: those issued after the fence are written

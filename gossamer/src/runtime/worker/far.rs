@@ -13,25 +13,30 @@
 
 use crate::channel::record::{record_words, serve_remote, Far, Responder, FALLBACK_WORDS};
 use crate::fabric::shm::region::{Region, Square};
+use crate::fabric::{Piece, MAX_PIECES};
 
 use super::Worker;
 
 impl Worker {
-    fn put_far(
+    /// Sends `pieces` (square, local thread, source, range in the
+    /// source) to the squares of `host_thread`'s host, in order.
+    fn send_far(
         &self,
         host_thread: usize,
-        square: Square,
-        local: usize,
-        src: *const u8,
-        range: std::ops::Range<usize>,
+        pieces: &[(Square, usize, *const u8, std::ops::Range<usize>)],
     ) -> crate::fabric::Ticket {
         let host = self.shared.placement.host_of(host_thread);
-        let offset = Region::square_offset(&self.shared.shapes[host], square, host_thread, local) + range.start;
+        let mut out = [Piece { src: std::ptr::null(), len: 0, offset: 0 }; MAX_PIECES];
+        for (o, (square, local, src, range)) in out.iter_mut().zip(pieces) {
+            let offset = Region::square_offset(&self.shared.shapes[host], *square, host_thread, *local) + range.start;
+            *o = Piece { src: src.wrapping_add(range.start), len: range.len(), offset };
+        }
         let mut f = self.fabric.borrow_mut();
         let f = f.as_mut().expect("gossamer: a thread on another host but no fabric");
-        // SAFETY of the source: it lies in our region's staging slot, which
-        // we leave alone until the fabric says the put is done.
-        match f.put(host, src.wrapping_add(range.start), range.len(), offset) {
+        // SAFETY of the sources: they lie in our region's staging slot and
+        // bulk area, which we leave alone until the fabric says the send is
+        // done.
+        match f.send(host, &out[..pieces.len()]) {
             Ok(t) => t,
             Err(e) => panic!("gossamer: cannot reach host {host} (thread {host_thread}): {e}"),
         }
@@ -46,8 +51,8 @@ impl Worker {
     }
 
     /// Sends the queued requests for trustee `t` on another host: large
-    /// payloads first (into the pair's bulk area there), a fence, then the
-    /// slot that names them.
+    /// payloads first (into the pair's bulk area there), then the slot that
+    /// names them, in one send.
     pub(super) fn flush_far(&self, t: usize) -> bool {
         let mut lane = self.lanes[t].borrow_mut();
         if lane.in_flight != 0 || lane.pending.is_empty() {
@@ -75,19 +80,13 @@ impl Worker {
         assert!(count > 0, "gossamer: a request larger than a slot was queued");
         lane.flag = seq;
         lane.in_flight = count;
-        if bulk_used > 0 {
-            self.put_far(t, Square::RequestBulkLanding, self.index, bulk, 0..bulk_used);
-            self.fence_far();
-        }
-        lane.put = Some(self.put_far(t, Square::RequestLanding, self.index, staging.as_ptr(), range));
+        let slot = (Square::RequestLanding, self.index, staging.as_ptr(), range);
+        lane.put = Some(if bulk_used > 0 {
+            self.send_far(t, &[(Square::RequestBulkLanding, self.index, bulk.cast_const(), 0..bulk_used), slot])
+        } else {
+            self.send_far(t, &[slot])
+        });
         true
-    }
-
-    fn fence_far(&self) {
-        let mut f = self.fabric.borrow_mut();
-        if let Err(e) = f.as_mut().expect("gossamer: no fabric").fence() {
-            panic!("gossamer: cannot order puts to another host: {e}");
-        }
     }
 
     /// Completes the batch for trustee `t` on another host if its
@@ -159,11 +158,12 @@ impl Worker {
         drop(g);
         self.codes[c].set(cache);
         self.served[c].set(seq as u32);
-        if bulk_used > 0 {
-            self.put_far(c, Square::ResponseBulkLanding, me, resp_bulk, 0..bulk_used);
-            self.fence_far();
-        }
-        self.resp_puts[c].set(Some(self.put_far(c, Square::ResponseLanding, me, staging.as_ptr(), range)));
+        let slot = (Square::ResponseLanding, me, staging.as_ptr(), range);
+        self.resp_puts[c].set(Some(if bulk_used > 0 {
+            self.send_far(c, &[(Square::ResponseBulkLanding, me, resp_bulk.cast_const(), 0..bulk_used), slot])
+        } else {
+            self.send_far(c, &[slot])
+        }));
         true
     }
 

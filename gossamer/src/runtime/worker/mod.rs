@@ -69,6 +69,9 @@ pub(crate) struct Worker {
     live: Cell<usize>,
     rr: Cell<usize>,
     quiet: Cell<bool>,
+    /// Between hosts: how many times over `idle_spin` to poll before
+    /// sleeping, as a power of two (see `idle.rs`).
+    spin_boost: Cell<u32>,
     /// Local-shortcut `apply` calls since the running fiber last suspended.
     local_streak: Cell<u32>,
     /// Rounds of the outside queues (injected tasks and submissions)
@@ -144,6 +147,7 @@ impl Worker {
             live: Cell::new(0),
             rr: Cell::new(index),
             quiet: Cell::new(false),
+            spin_boost: Cell::new(0),
             local_streak: Cell::new(0),
             serving: Cell::new(usize::MAX),
             batch: batch_hold::BatchHolds::default(),

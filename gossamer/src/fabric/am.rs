@@ -1,0 +1,199 @@
+//! Active messages that carry a send between hosts (the `am` path of
+//! `hosts.rs`): the header that says where each piece goes, made by the
+//! sender, and its checked reading and writing at the target, which runs
+//! inside a progress of the target's receiver worker.
+//!
+//! Header: the count of pieces, then each piece's offset in the target
+//! host's region and its length, all little-endian `u64`s. The data is the
+//! pieces' bytes, one after the other.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Piece, MAX_PIECES};
+
+/// The active message that carries a send ([`land`]).
+pub(crate) const AM_LAND: u32 = 7;
+
+/// Bytes of an active message's header: the count of pieces, then each
+/// piece's offset in the region and length (little-endian `u64`s).
+pub(crate) const AM_HEADER_MAX: usize = 8 + 16 * MAX_PIECES;
+
+/// The header of a send of `pieces`, and how many of its bytes are used.
+pub(crate) fn header(pieces: &[Piece]) -> ([u8; AM_HEADER_MAX], usize) {
+    debug_assert!(!pieces.is_empty() && pieces.len() <= MAX_PIECES);
+    let mut h = [0u8; AM_HEADER_MAX];
+    h[..8].copy_from_slice(&(pieces.len() as u64).to_le_bytes());
+    for (i, p) in pieces.iter().enumerate() {
+        h[8 + 16 * i..16 + 16 * i].copy_from_slice(&(p.offset as u64).to_le_bytes());
+        h[16 + 16 * i..24 + 16 * i].copy_from_slice(&(p.len as u64).to_le_bytes());
+    }
+    (h, 8 + 16 * pieces.len())
+}
+
+/// Writes an active message of [`AM_LAND`] into this process's mapping of
+/// its host's region (`base`, `len` bytes): each piece named by the
+/// header, in order. The message comes from a process of this program (its
+/// peers are authenticated before any endpoint is made), but is checked
+/// all the same: a header that does not describe the data, or a piece
+/// outside the region, is refused whole and logged.
+///
+/// # Safety
+/// `base..base + len` must be memory mapped for the life of the process
+/// that no Rust reference covers (a host's region, whose readers use raw
+/// pointers and atomics).
+pub(crate) unsafe fn land(base: usize, len: usize, header: &[u8], data: Option<&[u8]>) {
+    match pieces_of(len, header, data) {
+        Ok(pieces) => {
+            let data = data.unwrap_or_default();
+            let mut at = 0;
+            for (offset, n) in pieces.into_iter().flatten() {
+                // SAFETY: `offset..offset + n` lies in the region (checked
+                // by `pieces_of`), which is the caller's to write; the slot
+                // protocol gives the sender these bytes until the reader
+                // answers, and readers of a landing slot take it only when
+                // its checksum matches.
+                unsafe { write_region((base + offset) as *mut u8, &data[at..at + n]) };
+                at += n;
+            }
+        }
+        Err(why) => tracing::error!("gossamer: a message from another host was refused: {why}"),
+    }
+}
+
+/// The pieces (offset, length) an active message's header names, checked
+/// against the data and a region of `len` bytes.
+fn pieces_of(len: usize, header: &[u8], data: Option<&[u8]>) -> Result<[Option<(usize, usize)>; MAX_PIECES], String> {
+    let data = data.ok_or("it came by rendezvous, not eagerly")?;
+    let word = |i: usize| u64::from_le_bytes(header[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+    if header.len() < 8 || header.len() % 8 != 0 {
+        return Err(format!("a header of {} bytes", header.len()));
+    }
+    let n = word(0);
+    if n == 0 || n > MAX_PIECES as u64 || header.len() != 8 + 16 * n as usize {
+        return Err(format!("{n} pieces in a header of {} bytes", header.len()));
+    }
+    let mut out = [None; MAX_PIECES];
+    let mut total = 0usize;
+    for (i, o) in out.iter_mut().enumerate().take(n as usize) {
+        let (offset, n) = (word(1 + 2 * i), word(2 + 2 * i));
+        let end = offset.checked_add(n).filter(|&e| e <= len as u64);
+        if end.is_none() {
+            return Err(format!("a piece of {n} bytes at {offset}, past the region's {len}"));
+        }
+        total = total.checked_add(n as usize).ok_or("pieces too long")?;
+        *o = Some((offset as usize, n as usize));
+    }
+    if total != data.len() {
+        return Err(format!("pieces of {total} bytes in all with {} bytes of data", data.len()));
+    }
+    Ok(out)
+}
+
+/// Copies `src` to `dst` in shared memory that other threads may read at
+/// the same time (a landing slot): in whole words with atomic stores when
+/// both are word-aligned, which a landing slot's range is.
+///
+/// # Safety
+/// `dst..dst + src.len()` must be writable and not be Rust memory that
+/// anything holds a reference to.
+unsafe fn write_region(dst: *mut u8, src: &[u8]) {
+    if (dst as usize) % 8 == 0 && src.len() % 8 == 0 {
+        for (i, w) in src.chunks_exact(8).enumerate() {
+            let v = u64::from_ne_bytes(w.try_into().expect("8 bytes"));
+            // SAFETY: aligned and inside the range, per the caller.
+            unsafe { (*dst.add(8 * i).cast::<AtomicU64>()).store(v, Ordering::Release) };
+        }
+    } else {
+        // SAFETY: per the caller; `src` is not in the region.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn piece(offset: usize, len: usize) -> Piece {
+        Piece { src: std::ptr::null(), len, offset }
+    }
+
+    #[test]
+    fn a_header_names_its_pieces() {
+        let (h, n) = header(&[piece(64, 24), piece(4096, 8)]);
+        assert_eq!(n, 40);
+        assert_eq!(pieces_of(8192, &h[..n], Some(&[0; 32])), Ok([Some((64, 24)), Some((4096, 8))]));
+        let (h, n) = header(&[piece(0, 0)]);
+        assert_eq!(pieces_of(8, &h[..n], Some(&[])), Ok([Some((0, 0)), None]));
+    }
+
+    #[test]
+    fn a_header_that_does_not_fit_is_refused() {
+        let (h, n) = header(&[piece(64, 24), piece(4096, 8)]);
+        // Past the region, wrong data length, rendezvous, a torn header.
+        assert!(pieces_of(4100, &h[..n], Some(&[0; 32])).unwrap_err().contains("past the region"));
+        assert!(pieces_of(8192, &h[..n], Some(&[0; 31])).unwrap_err().contains("bytes of data"));
+        assert!(pieces_of(8192, &h[..n], None).unwrap_err().contains("rendezvous"));
+        assert!(pieces_of(8192, &h[..n - 8], Some(&[0; 32])).is_err());
+        assert!(pieces_of(8192, &h[..7], Some(&[])).is_err());
+        // A count of 0, or more than a send has.
+        let mut z = h;
+        z[..8].copy_from_slice(&0u64.to_le_bytes());
+        assert!(pieces_of(8192, &z[..8], Some(&[])).is_err());
+        let mut m = [0u8; 8 + 16 * (MAX_PIECES + 1)];
+        m[..8].copy_from_slice(&((MAX_PIECES + 1) as u64).to_le_bytes());
+        assert!(pieces_of(8192, &m, Some(&[])).is_err());
+        // An offset whose end overflows.
+        let (mut o, n) = header(&[piece(0, 16)]);
+        o[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(pieces_of(8192, &o[..n], Some(&[0; 16])).is_err());
+    }
+
+    #[test]
+    fn landing_writes_each_piece_where_the_header_says() {
+        let mut region = vec![0u64; 64];
+        let base = region.as_mut_ptr() as usize;
+        let data: Vec<u8> = (1..=29).collect();
+        // 5 bytes, unaligned, then 24 bytes as words.
+        let (h, n) = header(&[piece(3, 5), piece(64, 24)]);
+        // SAFETY: `region` is 512 bytes, not borrowed during the call.
+        unsafe { land(base, 512, &h[..n], Some(&data)) };
+        let bytes: Vec<u8> = region.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        assert_eq!(&bytes[3..8], &data[..5]);
+        assert_eq!(&bytes[64..88], &data[5..]);
+        assert!(bytes[..3].iter().chain(&bytes[8..64]).chain(&bytes[88..]).all(|&b| b == 0));
+        // Refused whole: nothing written.
+        let (h, n) = header(&[piece(16, 8), piece(510, 8)]);
+        // SAFETY: as above.
+        unsafe { land(base, 512, &h[..n], Some(&[9; 16])) };
+        assert_eq!(region[2], 0);
+    }
+
+    proptest! {
+        /// Any header and data: no panic, and what is accepted lies in the
+        /// region and accounts for every byte of the data.
+        #[test]
+        fn any_header_is_checked(
+            header in proptest::collection::vec(any::<u8>(), 0..64),
+            count in 0u64..4,
+            words in proptest::collection::vec(0u64..10_000, 0..6),
+            data_len in 0usize..20_000,
+            len in 0usize..20_000,
+        ) {
+            let data = vec![0u8; data_len];
+            let _ = pieces_of(len, &header, Some(&data));
+            let mut h = count.to_le_bytes().to_vec();
+            for w in &words {
+                h.extend_from_slice(&w.to_le_bytes());
+            }
+            if let Ok(ps) = pieces_of(len, &h, Some(&data)) {
+                let mut total = 0;
+                for (o, n) in ps.into_iter().flatten() {
+                    prop_assert!(o + n <= len);
+                    total += n;
+                }
+                prop_assert_eq!(total, data_len);
+            }
+        }
+    }
+}
