@@ -12,10 +12,11 @@
 //! message that the target writes into its region (`am.rs`); see [`Path`].
 //!
 //! Over TCP, UCX carries a put, and an active message, as messages that the
-//! target writes into its memory when its receiver worker progresses. Whoever of the process gets
-//! to it first progresses the receiver worker (it sits behind a lock that
-//! nobody waits for): its workers while they idle, polling for what they
-//! wait on, and a receiver thread for when they all sleep. Whoever took in
+//! target writes into its memory when its receiver worker progresses.
+//! Whoever of the process gets to it first progresses the receiver worker
+//! (it sits behind a lock that nobody waits for): its workers while they
+//! idle, polling for what they wait on, and a receiver thread for when they
+//! all sleep. Whoever took in
 //! anything wakes the process's sleeping workers, since the slot that
 //! changed may be theirs. A worker that polls it sees an answer from
 //! another host as soon as the bytes are in, with no thread to wake in
