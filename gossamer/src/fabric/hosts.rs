@@ -16,14 +16,14 @@
 //! Whoever of the process gets to it first progresses the receiver worker
 //! (it sits behind a lock that nobody waits for): its workers while they
 //! idle, polling for what they wait on, and a receiver thread for when they
-//! all sleep. Whoever took in
-//! anything wakes the process's sleeping workers, since the slot that
-//! changed may be theirs. A worker that polls it sees an answer from
-//! another host as soon as the bytes are in, with no thread to wake in
-//! between (2 simulated hosts, 2 cores: a blocking round trip of 29–36 µs
-//! instead of 55–70). Idle, the receiver thread polls with pauses of 50 µs
-//! (or, with `GOSSAMER_UCX_EVENTS=1`, sleeps on UCX's wake-up descriptor;
-//! see `EVENTS_ENV` for why that is not the default).
+//! all sleep. Whoever took in anything wakes the process's sleeping
+//! workers, since the slot that changed may be theirs. A worker that polls
+//! it sees an answer from another host as soon as the bytes are in, with no
+//! thread to wake in between (2 simulated hosts, 2 cores: a blocking round
+//! trip of 29–36 µs instead of 55–70, still by puts). Idle, the receiver
+//! thread polls with pauses of 50 µs (or, with `GOSSAMER_UCX_EVENTS=1`,
+//! sleeps on UCX's wake-up descriptor; see `EVENTS_ENV` for why that is not
+//! the default).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::am::{self, AM_HEADER_MAX, AM_LAND};
-use super::ucx::{Context, Endpoint, IoPart, MemRegion, Put, RemoteKey, Ucx, UcxError, Worker};
+use super::ucx::{Context, Endpoint, IoPart, MemRegion, RemoteKey, Request, Ucx, UcxError, Worker};
 use super::{Fabric, Piece, ThreadFabric, Ticket, MAX_PIECES};
 
 /// Set to `1`, the receiver thread sleeps on UCX's wake-up descriptor when
@@ -348,7 +348,7 @@ struct UcxThread {
 struct InFlight {
     ticket: Ticket,
     // Field order: the request goes before what it borrows.
-    req: Put<'static>,
+    req: Request<'static>,
     _message: Option<Box<AmMessage>>,
 }
 

@@ -91,11 +91,7 @@ fn start_runtime(
         Runtime::start_with(config, placement, region, fabric.clone()).map_err(|e| RackError::Launch(e.to_string()))?;
     if let Some(f) = fabric {
         let shared = rt.shared();
-        f.start(Box::new(move || {
-            for t in shared.local.clone() {
-                shared.wake(t);
-            }
-        }));
+        f.start(Box::new(move || shared.wake_local()));
     }
     Ok(rt)
 }

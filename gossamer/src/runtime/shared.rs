@@ -357,6 +357,14 @@ impl Shared {
         }
     }
 
+    /// Wakes every sleeping worker of this process (something landed from
+    /// another host, and the slot that changed may be any of theirs).
+    pub(crate) fn wake_local(&self) {
+        for t in self.local.clone() {
+            self.wake(t);
+        }
+    }
+
     /// Stops this process's workers (rank 0 has stopped the program).
     pub(crate) fn stop_all(&self) {
         self.region.header().stop.store(1, Ordering::SeqCst);

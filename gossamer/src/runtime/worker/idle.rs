@@ -46,11 +46,8 @@ impl Worker {
         if !f.poll() {
             return false;
         }
-        for t in self.shared.local.clone() {
-            if t != self.index {
-                self.shared.wake(t);
-            }
-        }
+        // We are awake: waking ourselves only reads our own flag.
+        self.shared.wake_local();
         true
     }
 
