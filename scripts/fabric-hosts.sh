@@ -37,16 +37,23 @@ repetition runs every measurement once; figures are medians):
                                  SIZE bytes there and back, us (median)
     ECHO_TARGETS=remote          THREADS clients per process echoing SIZE
                                  bytes to the other host; payload per
-                                 direction, MB/s
+                                 direction, MB/s, with both directions
+                                 loaded
+    ECHO_FLOW=one-way            THREADS clients of the first process only
+                                 sending SIZE bytes, answered by their
+                                 length: payload in one direction, MB/s, as
+                                 UCX's bandwidth tests measure it
 
 and prints
 
   size,ucx_put_lat_us,ucx_am_lat_us,gossamer_rtt_us,rtt_over_am_rtt,
-  ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops
+  ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops,
+  gossamer_oneway_mbps,oneway_over_best
 
 (rtt_over_am_rtt: Gossamer's round trip over UCX's active-message round
-trip, twice ucp_am_lat; bw_over_best: Gossamer's payload per direction over
-the better of UCX put and stream. MB is 10^6 bytes throughout: ucx_perftest's
+trip, twice ucp_am_lat; bw_over_best and oneway_over_best: Gossamer's
+payload per direction, echoing and one way, over the better of UCX put and
+stream. MB is 10^6 bytes throughout: ucx_perftest's
 MB/s, which are MiB/s, are converted.)
 
   -s SIZES    payload sizes in bytes (default: "$sizes")
@@ -180,9 +187,13 @@ for ((rep = 1; rep <= reps; rep++)); do
         add "mops $s" "$(field mops "$line")"
         # Both directions together in the line: half of it each way.
         add "mbps $s" "$(awk -v m="$(field mbps "$line")" 'BEGIN { printf "%.1f", m / 2 }')"
+        gossamer_run ECHO ECHO_TARGETS=remote ECHO_FLOW=one-way ECHO_SIZE="$s"
+        grep -q " flow=one-way " <<<"$line" || failed "the echo did not run one way: $line"
+        add "oneway $s" "$(field mbps "$line")"
         echo "$prog:   one way: UCX put ${runs["put_lat $s"]##* } us, am ${runs["am_lat $s"]##* } us;" \
             "round trip: Gossamer ${runs["rtt $s"]##* } us; per direction: UCX put ${runs["put_bw $s"]##* }," \
-            "stream ${runs["stream_bw $s"]##* } MiB/s, Gossamer ${runs["mbps $s"]##* } MB/s" >&2
+            "stream ${runs["stream_bw $s"]##* } MiB/s, Gossamer ${runs["mbps $s"]##* } MB/s echoing," \
+            "${runs["oneway $s"]##* } MB/s one way" >&2
     done
 done
 
@@ -190,14 +201,15 @@ med() {
     median <<<"${runs[$1]}"
 }
 csv="size,ucx_put_lat_us,ucx_am_lat_us,gossamer_rtt_us,rtt_over_am_rtt,ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops"
+csv+=",gossamer_oneway_mbps,oneway_over_best"
 for s in $sizes; do
     row=$(awk -v s="$s" -v pl="$(med "put_lat $s")" -v al="$(med "am_lat $s")" -v rtt="$(med "rtt $s")" \
         -v pb="$(med "put_bw $s")" -v sb="$(med "stream_bw $s")" -v ab="$(med "am_bw $s")" \
-        -v gb="$(med "mbps $s")" -v mops="$(med "mops $s")" 'BEGIN {
+        -v gb="$(med "mbps $s")" -v mops="$(med "mops $s")" -v ob="$(med "oneway $s")" 'BEGIN {
         mib = 1.048576
         pb *= mib; sb *= mib; ab *= mib
         best = pb > sb ? pb : sb
-        printf "%d,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f,%.3f,%.4f", s, pl, al, rtt, rtt / (2 * al), pb, sb, ab, gb, gb / best, mops
+        printf "%d,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f,%.3f,%.4f,%.1f,%.3f", s, pl, al, rtt, rtt / (2 * al), pb, sb, ab, gb, gb / best, mops, ob, ob / best
     }')
     csv+=$'\n'"$row"
 done

@@ -19,6 +19,10 @@
 //!   instead the round trip of one blocking `apply_with` from thread 0 to
 //!   the first thread of the last process, one request at a time, and
 //!   prints one `RTT ...` line (median, 99th percentile and mean, µs).
+//!   `ECHO_FLOW=one-way` (with `ECHO_TARGETS=remote`) makes the payload
+//!   cross in one direction only, as UCX's bandwidth tests do: only the
+//!   first process's threads are clients, and each trustee answers with
+//!   the payload's length instead of the payload.
 //!   `echo --plot FILE.csv` draws that script's CSV as FILE.svg.
 
 use std::cell::Cell;
@@ -34,7 +38,7 @@ fn env(name: &str, default: usize) -> usize {
 
 /// The client loop on one thread: returns the echoes completed. Targets
 /// are drawn uniformly from `servers`.
-fn client((servers, size, millis, seed): (Vec<Trust<u64>>, usize, u64, u64)) -> u64 {
+fn client((servers, size, millis, seed, one_way): (Vec<Trust<u64>>, usize, u64, u64, bool)) -> u64 {
     // Keep at most 256 requests, and about 4 MiB of payload, in flight.
     let window = (256u64).min((4 << 20) / size.max(1) as u64).max(1);
     let done = Rc::new(Cell::new(0u64));
@@ -55,17 +59,31 @@ fn client((servers, size, millis, seed): (Vec<Trust<u64>>, usize, u64, u64)) -> 
             x ^= x << 17;
             let target = &servers[(x % servers.len() as u64) as usize];
             let d = done.clone();
-            target.apply_with_then(
-                |served, p: Vec<u8>| {
-                    *served += 1;
-                    p
-                },
-                payload.clone(),
-                move |back: Vec<u8>| {
-                    debug_assert_eq!(back.len(), size);
-                    d.set(d.get() + 1)
-                },
-            );
+            if one_way {
+                target.apply_with_then(
+                    |served, p: Vec<u8>| {
+                        *served += 1;
+                        p.len() as u64
+                    },
+                    payload.clone(),
+                    move |len: u64| {
+                        debug_assert_eq!(len, size as u64);
+                        d.set(d.get() + 1)
+                    },
+                );
+            } else {
+                target.apply_with_then(
+                    |served, p: Vec<u8>| {
+                        *served += 1;
+                        p
+                    },
+                    payload.clone(),
+                    move |back: Vec<u8>| {
+                        debug_assert_eq!(back.len(), size);
+                        d.set(d.get() + 1)
+                    },
+                );
+            }
             issued += 1;
         }
         gossamer::yield_now();
@@ -129,12 +147,18 @@ fn gsm_main() {
         return rtt_main(size, millis);
     }
     let remote_only = std::env::var("ECHO_TARGETS").is_ok_and(|v| v == "remote");
+    let one_way = match std::env::var("ECHO_FLOW").as_deref() {
+        Err(_) | Ok("echo") => false,
+        Ok("one-way") => true,
+        Ok(other) => panic!("ECHO_FLOW={other}: expected 'echo' or 'one-way'"),
+    };
     let topo = gossamer::topology();
     let n = topo.threads();
     assert!(
         !remote_only || topo.processes.len() > 1,
         "ECHO_TARGETS=remote needs more than one process (set GOSSAMER_PROCESSES)"
     );
+    assert!(!one_way || remote_only, "ECHO_FLOW=one-way needs ECHO_TARGETS=remote");
     let servers: Vec<Trust<u64>> = (0..n).map(|t| gossamer::entrust_on(t, 0u64)).collect();
     // Each client's targets: every thread, or only those of other processes.
     let targets = |t: usize| -> Vec<Trust<u64>> {
@@ -142,19 +166,23 @@ fn gsm_main() {
         (0..n).filter(|&s| !remote_only || topo.rank_of(s) != mine).map(|s| servers[s].clone()).collect()
     };
     let start = Instant::now();
-    let fibers: Vec<_> = (0..n)
-        .map(|t| gossamer::spawn_with(t, client, (targets(t), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64)))
+    // One way: only the first process's threads are clients.
+    let clients = if one_way { topo.processes[0].clone() } else { 0..n };
+    let fibers: Vec<_> = clients
+        .map(|t| gossamer::spawn_with(t, client, (targets(t), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64, one_way)))
         .collect();
     let ops: u64 = fibers.into_iter().map(|f| f.join().expect("client fiber")).sum();
     let secs = start.elapsed().as_secs_f64();
     let served: u64 = servers.iter().map(|s| s.apply_with(|c, ()| *c, ())).sum();
     assert_eq!(served, ops, "every echo was served once");
     println!(
-        "ECHO processes={} threads={n} size={size} targets={} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",
+        "ECHO processes={} threads={n} size={size} targets={} flow={} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",
         topo.processes.len(),
         if remote_only { "remote" } else { "all" },
+        if one_way { "one-way" } else { "echo" },
         ops as f64 / secs / 1e6,
-        ops as f64 * size as f64 * 2.0 / secs / 1e6
+        // Payload that crossed: both ways for an echo.
+        ops as f64 * size as f64 * if one_way { 1.0 } else { 2.0 } / secs / 1e6
     );
 }
 
@@ -290,7 +318,7 @@ fn sweep(quick: bool) {
 
 /// Draws the CSV of `scripts/fabric-hosts.sh` (a header line, then one
 /// line per size) as an SVG beside it: payload bandwidth per direction of
-/// UCX put, UCX stream and Gossamer, MB/s, by size.
+/// UCX put, UCX stream and Gossamer (echoing, and one way), MB/s, by size.
 fn plot_fabric(csv: &str) {
     let text = std::fs::read_to_string(csv).unwrap_or_else(|e| panic!("cannot read {csv}: {e}"));
     let mut lines = text.lines();
@@ -299,13 +327,18 @@ fn plot_fabric(csv: &str) {
         |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("{csv} has no column {name:?}"));
     let rows: Vec<Vec<&str>> = lines.filter(|l| !l.trim().is_empty()).map(|l| l.split(',').collect()).collect();
     let xs: Vec<String> = rows.iter().map(|r| format!("{} B", r[col("size")])).collect();
-    let series = [("UCX put", "ucx_put_mbps"), ("UCX stream", "ucx_stream_mbps"), ("Gossamer echo", "gossamer_mbps")]
-        .iter()
-        .map(|(label, c)| {
-            let i = col(c);
-            (label.to_string(), rows.iter().map(|r| r[i].parse().unwrap_or(0.0)).collect())
-        })
-        .collect::<Vec<_>>();
+    let series = [
+        ("UCX put", "ucx_put_mbps"),
+        ("UCX stream", "ucx_stream_mbps"),
+        ("Gossamer echo", "gossamer_mbps"),
+        ("Gossamer one way", "gossamer_oneway_mbps"),
+    ]
+    .iter()
+    .map(|(label, c)| {
+        let i = col(c);
+        (label.to_string(), rows.iter().map(|r| r[i].parse().unwrap_or(0.0)).collect())
+    })
+    .collect::<Vec<_>>();
     let out = csv.strip_suffix(".csv").unwrap_or(csv).to_string() + ".svg";
     svg_y(&out, "payload bandwidth between 2 hosts, per direction", "size", "MB/s", &xs, &series);
     println!("wrote {out}");

@@ -74,15 +74,20 @@ fn rack_examples_keep_every_rule_in_one_strict_process() {
 
 /// The echo example's two modes that the fabric benchmark
 /// (`scripts/fabric-hosts.sh`) runs across hosts, here over two processes
-/// of one host: round trips one at a time, and echoes that all cross. Each
+/// of one host: round trips one at a time, echoes that all cross, and
+/// payloads that cross one way. Each
 /// checks its own count (every echo served once) and says so in its line.
 #[test]
 fn echo_round_trips_and_crossing_echoes_run_over_two_processes() {
     let Some(bin) = example("echo") else { return };
-    for (mode, word) in [("ECHO_RTT", "RTT "), ("ECHO_TARGETS", "ECHO ")] {
+    for (mode, word) in [("ECHO_RTT", "RTT "), ("ECHO_TARGETS", "ECHO "), ("ECHO_FLOW", "ECHO ")] {
         let mut cmd = with_processes(bin.clone(), 2);
         cmd.env("ECHO_THREADS", "2").env("ECHO_MILLIS", "100").env("ECHO_SIZE", "4096");
-        cmd.env(mode, if mode == "ECHO_RTT" { "1" } else { "remote" });
+        match mode {
+            "ECHO_RTT" => cmd.env(mode, "1"),
+            "ECHO_TARGETS" => cmd.env(mode, "remote"),
+            _ => cmd.env("ECHO_TARGETS", "remote").env(mode, "one-way"),
+        };
         let (out, _) = run_program(cmd, Duration::from_secs(120));
         let t = text(&out);
         assert!(out.status.success(), "{mode}: {t}");
@@ -91,7 +96,8 @@ fn echo_round_trips_and_crossing_echoes_run_over_two_processes() {
         if mode == "ECHO_RTT" {
             assert!(line.contains(" to=1 "), "the round trips go to the other process: {line}");
         } else {
-            assert!(line.contains(" targets=remote "), "{line}");
+            let flow = if mode == "ECHO_FLOW" { " flow=one-way " } else { " flow=echo " };
+            assert!(line.contains(" targets=remote ") && line.contains(flow), "{line}");
         }
     }
 }

@@ -45,14 +45,24 @@ pub(crate) unsafe fn land(base: usize, len: usize, header: &[u8], data: Option<&
     match pieces_of(len, header, data) {
         Ok(pieces) => {
             let data = data.unwrap_or_default();
+            let count = pieces.iter().flatten().count();
             let mut at = 0;
-            for (offset, n) in pieces.into_iter().flatten() {
-                // SAFETY: `offset..offset + n` lies in the region (checked
-                // by `pieces_of`), which is the caller's to write; the slot
-                // protocol gives the sender these bytes until the reader
-                // answers, and readers of a landing slot take it only when
-                // its checksum matches.
-                unsafe { write_region((base + offset) as *mut u8, &data[at..at + n]) };
+            for (i, (offset, n)) in pieces.into_iter().flatten().enumerate() {
+                let dst = (base + offset) as *mut u8;
+                if i + 1 < count {
+                    // SAFETY: `offset..offset + n` lies in the region
+                    // (checked by `pieces_of`), which is the caller's to
+                    // write. A piece before the last (a pair's bulk area)
+                    // is read by nobody until the last piece (the slot that
+                    // names it) has landed: the slot protocol gives the
+                    // sender these bytes until the reader answers.
+                    unsafe { std::ptr::copy_nonoverlapping(data[at..].as_ptr(), dst, n) };
+                } else {
+                    // SAFETY: in the region, as above; the last piece (a
+                    // landing slot) may be read while it is written, and
+                    // its readers take it only when its checksum matches.
+                    unsafe { write_region(dst, &data[at..at + n]) };
+                }
                 at += n;
             }
         }
@@ -90,7 +100,7 @@ fn pieces_of(len: usize, header: &[u8], data: Option<&[u8]>) -> Result<[Option<(
 }
 
 /// Copies `src` to `dst` in shared memory that other threads may read at
-/// the same time (a landing slot): in whole words with atomic stores when
+/// the same time (a landing slot, the last piece of a send): in whole words with atomic stores when
 /// both are word-aligned, which a landing slot's range is.
 ///
 /// # Safety
