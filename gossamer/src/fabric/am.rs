@@ -100,8 +100,9 @@ fn pieces_of(len: usize, header: &[u8], data: Option<&[u8]>) -> Result<[Option<(
 }
 
 /// Copies `src` to `dst` in shared memory that other threads may read at
-/// the same time (a landing slot, the last piece of a send): in whole words with atomic stores when
-/// both are word-aligned, which a landing slot's range is.
+/// the same time (a landing slot, the last piece of a send): in whole
+/// words with atomic stores when both are word-aligned, which a landing
+/// slot's range is.
 ///
 /// # Safety
 /// `dst..dst + src.len()` must be writable and not be Rust memory that
