@@ -146,6 +146,9 @@ trap cleanup EXIT
 trap 'echo "memcached-t: interrupted" >&2; exit 130' INT TERM HUP
 
 tar xzf "$tarball" -C "$work" || die "cannot unpack $tarball"
+# The suite's temporary files go inside $work, removed on exit: daemonize.t
+# makes one with File::Temp and leaves it.
+mkdir "$work/tmp"
 [[ -d "$work/t/lib" ]] || die "$tarball does not hold memcached's t/ folder"
 # The harness runs ./memcached-debug -h to see what the server supports.
 # It is memcached, except that its help leaves out the external storage
@@ -291,7 +294,8 @@ run_file() {
         # are in prove's process group, which timeout ends.
         : >"$log"
         (cd "$work" && MEMCACHED_T_SERVER=$kind MEMCACHED_T_OWN=1 PERL5LIB="$work/flush" PERL5OPT=-MAutoFlush \
-            GOSSAMER_SILENCE_MS=$GOSSAMER_SILENCE_MS exec timeout -k 5 "$T_TIMEOUT" prove -v "t/$file") \
+            TMPDIR="$work/tmp" GOSSAMER_SILENCE_MS=$GOSSAMER_SILENCE_MS \
+            exec timeout -k 5 "$T_TIMEOUT" prove -v "t/$file") \
             >>"$log" 2>&1 &
         prove_pid=$!
         wait "$prove_pid" || rc=$?
@@ -311,7 +315,7 @@ run_file() {
     # and kills the group at the limit; waiting in the background keeps this
     # shell free to act on Ctrl-C at once.
     (cd "$work" && T_MEMD_USE_DAEMON="127.0.0.1:$port" PERL5LIB="$work/flush" PERL5OPT=-MAutoFlush \
-        exec timeout -k 5 "$T_TIMEOUT" prove -v "t/$file") \
+        TMPDIR="$work/tmp" exec timeout -k 5 "$T_TIMEOUT" prove -v "t/$file") \
         >>"$log" 2>&1 &
     prove_pid=$!
     wait "$prove_pid" || rc=$?
