@@ -197,6 +197,44 @@ pub(crate) fn try_with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOn
     Ok(r)
 }
 
+/// The bytes a request carries to another process after its record (its
+/// *tail*): borrowed (a serialized value, copied when the request is
+/// queued) or owned (a `Vec<u8>` argument, which is its own bytes and is
+/// queued as it is, without a copy).
+pub(crate) enum Tail<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl Tail<'_> {
+    /// The bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        match self {
+            Tail::Borrowed(b) => b,
+            Tail::Owned(v) => v,
+        }
+    }
+}
+
+/// Runs `f` on the tail that carries `v` to another process: a `Vec<u8>`
+/// moves into it whole (see [`plain_bytes`]: its bytes are its format),
+/// any other value is serialized as by [`with_serialized`]. Also returns
+/// the original when it was not moved, for the caller to drop once the
+/// request is in place (see [`drop_original`]).
+///
+/// # Panics
+/// As [`with_serialized`].
+pub(crate) fn with_tail<V: Serialize + 'static, R>(v: V, f: impl FnOnce(Tail<'_>) -> R) -> (R, Option<V>) {
+    let mut slot = Some(v);
+    if let Some(own) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Vec<u8>>>() {
+        let bytes = own.take().expect("just made");
+        return (f(Tail::Owned(bytes)), None);
+    }
+    let v = slot.expect("not taken");
+    let r = with_serialized(&v, |b| f(Tail::Borrowed(b)));
+    (r, Some(v))
+}
+
 /// Deserializes a value written by `with_serialized`.
 ///
 /// # Panics
@@ -424,6 +462,29 @@ mod tests {
             // SAFETY: as above.
             assert_eq!(shim as *const () as usize, unsafe { code_at(off) } as *const () as usize);
         }
+    }
+
+    #[test]
+    fn a_byte_vector_moves_into_its_tail_and_other_values_are_serialized() {
+        let v = vec![7u8; 5000];
+        let at = v.as_ptr();
+        let (kind, original) = with_tail(v, |t| match t {
+            Tail::Owned(b) => {
+                assert_eq!(b.as_ptr(), at, "the vector's own buffer, not a copy");
+                "owned"
+            }
+            Tail::Borrowed(_) => "borrowed",
+        });
+        assert_eq!((kind, original), ("owned", None));
+        let pair = (vec![1u8, 2, 3], 9u64);
+        let (bytes, original) = with_tail(pair.clone(), |t| match t {
+            Tail::Borrowed(b) => b.to_vec(),
+            Tail::Owned(_) => panic!("a tuple was moved as bytes"),
+        });
+        assert_eq!(original, Some(pair.clone()));
+        assert_eq!(deserialize::<(Vec<u8>, u64)>(&bytes), pair);
+        let (bytes, original) = with_tail(String::from("plain"), |t| t.bytes().to_vec());
+        assert_eq!((bytes.as_slice(), original.as_deref()), (&b"plain"[..], Some("plain")));
     }
 
     #[cfg(not(miri))]

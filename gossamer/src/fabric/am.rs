@@ -132,9 +132,14 @@ mod tests {
     fn a_header_names_its_pieces() {
         let (h, n) = header(&[piece(64, 24), piece(4096, 8)]);
         assert_eq!(n, 40);
-        assert_eq!(pieces_of(8192, &h[..n], Some(&[0; 32])), Ok([Some((64, 24)), Some((4096, 8))]));
+        let named = |r: [Option<(usize, usize)>; MAX_PIECES]| r.into_iter().flatten().collect::<Vec<_>>();
+        assert_eq!(pieces_of(8192, &h[..n], Some(&[0; 32])).map(named), Ok(vec![(64, 24), (4096, 8)]));
         let (h, n) = header(&[piece(0, 0)]);
-        assert_eq!(pieces_of(8, &h[..n], Some(&[])), Ok([Some((0, 0)), None]));
+        assert_eq!(pieces_of(8, &h[..n], Some(&[])).map(named), Ok(vec![(0, 0)]));
+        let all: Vec<Piece> = (0..MAX_PIECES).map(|i| piece(100 * i, 10)).collect();
+        let (h, n) = header(&all);
+        let want: Vec<(usize, usize)> = (0..MAX_PIECES).map(|i| (100 * i, 10)).collect();
+        assert_eq!(pieces_of(100 * MAX_PIECES, &h[..n], Some(&[0; 10 * MAX_PIECES])).map(named), Ok(want));
     }
 
     #[test]

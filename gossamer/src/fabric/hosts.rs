@@ -331,14 +331,15 @@ struct Route {
 
 /// One worker thread's UCX state. The sends in flight borrow the worker,
 /// an endpoint, its key, bytes of the region and (active messages) their
-/// header and scatter list; they are stored here with those borrows
-/// stretched to `'static`, which is sound because: the worker is boxed and
-/// the routes live in a boxed slice that never grows (their addresses
-/// never change, even when this struct moves); a route, once made, is
-/// never replaced or removed; the region stays mapped for the process's
-/// life; a header and scatter list are boxed beside their request and go
-/// after it; and fields drop in declaration order, so every send is
-/// finished (or cancelled) before the routes and the worker go.
+/// header, scatter list and the payload buffers they own; they are stored
+/// here with those borrows stretched to `'static`, which is sound because:
+/// the worker is boxed and the routes live in a boxed slice that never
+/// grows (their addresses never change, even when this struct moves); a
+/// route, once made, is never replaced or removed; the region stays mapped
+/// for the process's life; a header, scatter list and buffers are kept
+/// beside their request and go after it; and fields drop in declaration
+/// order, so every send is finished (or cancelled) before the routes and
+/// the worker go.
 struct UcxThread {
     in_flight: VecDeque<InFlight>,
     /// Calls of `progress` with nothing in flight.
@@ -357,6 +358,8 @@ struct InFlight {
     // Field order: the request goes before what it borrows.
     req: Request<'static>,
     _message: Option<Box<AmMessage>>,
+    /// Buffers the send reads, owned by it.
+    _keep: Vec<Vec<u8>>,
 }
 
 /// The header and scatter list of an active message in flight.
@@ -395,9 +398,10 @@ impl UcxThread {
 }
 
 impl ThreadFabric for UcxThread {
-    fn send(&mut self, host: usize, pieces: &[Piece]) -> Result<Ticket, String> {
+    fn send(&mut self, host: usize, pieces: &[Piece], keep: Vec<Vec<u8>>) -> Result<Ticket, String> {
         assert!(!pieces.is_empty() && pieces.len() <= MAX_PIECES, "gossamer: a send of {} pieces", pieces.len());
         let path = self.common.path;
+        assert!(keep.is_empty() || path == Path::Am, "gossamer: buffers handed to a send of puts");
         let route = self.route(host)?;
         let base = route.base;
         // SAFETY: see `UcxThread`: the route and the worker stay where they
@@ -406,8 +410,8 @@ impl ThreadFabric for UcxThread {
             (&*(&route.ep as *const Endpoint), &*(&route.rkey as *const RemoteKey), &*(&*self.worker as *const Worker))
         };
         // SAFETY: each piece's source lies in our region, mapped for the
-        // process's life, and the caller leaves it alone until `done` says
-        // the send is complete.
+        // process's life, or in a buffer of the caller's; the caller leaves
+        // it alone (and alive) until `done` says the send is complete.
         let bytes = |p: &Piece| -> &'static [u8] { unsafe { std::slice::from_raw_parts(p.src, p.len) } };
         let t = self.next;
         self.next += 1;
@@ -415,13 +419,14 @@ impl ThreadFabric for UcxThread {
         match path {
             Path::Put => {
                 for (i, p) in pieces.iter().enumerate() {
-                    if i > 0 {
+                    if i > 0 && i + 1 == pieces.len() {
+                        // The slot lands after everything it names.
                         worker.fence().map_err(text)?;
                     }
                     let req = ep.put(worker, bytes(p), base + p.offset as u64, rkey).map_err(text)?;
                     ops += 1;
                     if !req.is_complete() {
-                        self.in_flight.push_back(InFlight { ticket: t, req, _message: None });
+                        self.in_flight.push_back(InFlight { ticket: t, req, _message: None, _keep: Vec::new() });
                     }
                 }
             }
@@ -438,7 +443,7 @@ impl ThreadFabric for UcxThread {
                 let req = ep.am_send(worker, AM_LAND, h, ps).map_err(text)?;
                 ops = 1;
                 if !req.is_complete() {
-                    self.in_flight.push_back(InFlight { ticket: t, req, _message: Some(message) });
+                    self.in_flight.push_back(InFlight { ticket: t, req, _message: Some(message), _keep: keep });
                 }
             }
         }
@@ -475,5 +480,9 @@ impl ThreadFabric for UcxThread {
 
     fn busy(&self) -> bool {
         !self.in_flight.is_empty()
+    }
+
+    fn gathers(&self) -> bool {
+        self.common.path == Path::Am
     }
 }

@@ -40,7 +40,9 @@ pub(crate) trait Fabric: Send + Sync {
 }
 
 /// One piece of a [`ThreadFabric::send`]: `len` bytes at `src` (inside
-/// this host's region) to byte `offset` of the target host's region.
+/// this host's region, or a buffer of the sender's when the fabric
+/// [gathers](ThreadFabric::gathers)) to byte `offset` of the target host's
+/// region.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Piece {
     pub(crate) src: *const u8,
@@ -48,22 +50,35 @@ pub(crate) struct Piece {
     pub(crate) offset: usize,
 }
 
-/// The most pieces one [`ThreadFabric::send`] takes: a pair's bulk area
-/// and the slot that names it.
-pub(crate) const MAX_PIECES: usize = 2;
+/// The most pieces one [`ThreadFabric::send`] takes: a pair's bulk area,
+/// in up to [`MAX_GATHERED`] payloads sent from their own buffers and the
+/// runs of the staging area between them, then the slot that names it.
+pub(crate) const MAX_PIECES: usize = 2 * MAX_GATHERED + 2;
+
+/// The most payloads one send takes from their own buffers (see
+/// [`ThreadFabric::gathers`]); the rest of a batch's payloads are copied
+/// into the staging bulk area.
+pub(crate) const MAX_GATHERED: usize = 16;
 
 /// One worker thread's access to the fabric: its own endpoints, one per
 /// remote host (never one per thread pair).
 pub(crate) trait ThreadFabric {
     /// Starts copying `pieces` (at most [`MAX_PIECES`]) to host `host`'s
-    /// region, in order: no byte of a piece lands before every earlier
-    /// piece is whole at the target. The sources must stay unchanged until
-    /// [`done`](Self::done) says so.
-    fn send(&mut self, host: usize, pieces: &[Piece]) -> Result<Ticket, String>;
+    /// region: no byte of the last piece lands before every earlier piece
+    /// is whole at the target. The sources must stay unchanged until
+    /// [`done`](Self::done) says so, except those in `keep`: buffers that
+    /// the send owns, and frees once nothing reads them any more.
+    fn send(&mut self, host: usize, pieces: &[Piece], keep: Vec<Vec<u8>>) -> Result<Ticket, String>;
     /// Whether the send's sources may be reused (local completion).
     fn done(&mut self, ticket: Ticket) -> bool;
     /// Drives outstanding work; true if anything happened.
     fn progress(&mut self) -> bool;
     /// Whether sends are still in flight.
     fn busy(&self) -> bool;
+    /// Whether a send's pieces may come from any of the sender's memory
+    /// at no extra cost (one message gathers them), so that a large
+    /// payload is sent from its own buffer instead of being copied into
+    /// the staging bulk area first. Not for one-sided puts, which would
+    /// take one put per piece.
+    fn gathers(&self) -> bool;
 }

@@ -883,19 +883,20 @@ impl<T: Send + 'static> Trust<T> {
                 }
                 let wait = Waiter::new(cw.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
-                crate::channel::remote::with_serialized(&w, |bytes| {
+                let ((), original) = crate::channel::remote::with_tail(w, |tail| {
                     cw.enqueue_remote_fn(
                         self.trustee as usize,
                         with_shim::<T, V, U>,
                         self.cell.as_ptr().cast(),
                         f as usize,
-                        Some(bytes),
+                        Some(tail),
                         c,
                     )
                 });
-                // Sent as a copy: the original ends here (see above); a panic
-                // of its `Drop` is the caller's, once the answer is in.
-                let dropped = crate::channel::remote::drop_original(w);
+                // Sent as a copy (unless its bytes moved into the request):
+                // the original ends here (see above); a panic of its `Drop`
+                // is the caller's, once the answer is in.
+                let dropped = original.and_then(crate::channel::remote::drop_original);
                 let waiting =
                     crate::runtime::stuck::Waiting::begin(cw, profile::WaitOn::Apply(self.trustee as usize), ty, key);
                 let u = wait.wait_transfer();
@@ -969,13 +970,14 @@ impl<T: Send + 'static> Trust<T> {
                     profile::counters::request(cw, self.cell.as_ptr() as usize, std::any::type_name::<T>(), t);
                 }
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
-                crate::channel::remote::with_serialized(&w, |bytes| {
-                    cw.enqueue_remote_fn(t, with_shim::<T, V, U>, self.cell.as_ptr().cast(), f as usize, Some(bytes), c)
+                let ((), original) = crate::channel::remote::with_tail(w, |tail| {
+                    cw.enqueue_remote_fn(t, with_shim::<T, V, U>, self.cell.as_ptr().cast(), f as usize, Some(tail), c)
                 });
                 cw.store_then(t, then);
-                // Sent as a copy: the original ends here (see `apply_with`),
-                // once the request and its callback are both in place.
-                drop(w);
+                // Sent as a copy (unless its bytes moved into the request):
+                // the original ends here (see `apply_with`), once the
+                // request and its callback are both in place.
+                drop(original);
             }
             Some(cw)
                 if cw.shared.id == self.runtime

@@ -81,18 +81,19 @@ where
         return crate::spawn_on(thread, move || f(arg));
     }
     let (handle, state) = crate::runtime::join::remote_pair::<R>();
-    with_serialized(&arg, |bytes| {
+    let ((), original) = crate::channel::remote::with_tail(arg, |tail| {
         w.enqueue_remote_fn(
             thread,
             spawn_shim::<A, R>,
             state.cast_mut().cast(),
             f as usize,
-            Some(bytes),
+            Some(tail),
             Completion { run: complete_ignore, data: ptr::null() },
         )
     });
-    // Sent as a copy: the original ends here (see above).
-    drop(arg);
+    // Sent as a copy (unless its bytes moved into the request): the
+    // original ends here (see above).
+    drop(original);
     handle
 }
 

@@ -10,7 +10,7 @@ use crate::channel::record::{
     encode_request, record_words, request_words, take_response, take_value, value_words, Shim, FALLBACK_WORDS,
     MAX_FAR_INLINE_TAIL, MAX_INLINE_TAIL, TAIL_IN_BULK,
 };
-use crate::channel::remote::{self, code_header, code_offset, CODE_CACHE};
+use crate::channel::remote::{self, code_header, code_offset, Tail, CODE_CACHE};
 use crate::channel::slot::{BatchWriter, Word};
 use crate::channel::word_queue::WordQueue;
 
@@ -18,6 +18,7 @@ use super::trustee::thread_shim;
 use super::Worker;
 use crate::channel::large;
 use crate::fabric::shm::region::Square;
+use crate::fabric::MAX_GATHERED;
 
 /// Payloads for the bulk area shorter than this wait packed in one buffer.
 const SMALL_PAYLOAD: usize = 2048;
@@ -64,12 +65,22 @@ impl Lane {
     /// writer and — for those whose payload goes to the pair's bulk area
     /// (`bulk`, `bulk_bytes` bytes; requests to another process only) —
     /// while their payloads fit it. Returns the records written and the
-    /// bulk bytes used.
+    /// bulk bytes used. With `gather` (to another host, over a fabric that
+    /// gathers), up to [`MAX_GATHERED`] payloads in buffers of their own
+    /// are not copied into the bulk area but moved into `gather` with
+    /// their offset there, for the send to take them from where they are;
+    /// their bytes in the bulk area are left as they were.
     ///
     /// # Safety
     /// The caller owns the batch's slot and, if requests carry bulk
     /// payloads, the bulk area at `bulk`.
-    pub(super) unsafe fn fill(&mut self, w: &mut BatchWriter, bulk: *mut u8, bulk_bytes: usize) -> (u32, usize) {
+    pub(super) unsafe fn fill(
+        &mut self,
+        w: &mut BatchWriter,
+        bulk: *mut u8,
+        bulk_bytes: usize,
+        mut gather: Option<&mut Vec<(usize, Vec<u8>)>>,
+    ) -> (u32, usize) {
         let mut bulk_used = 0usize;
         while let Some(rec) = self.pending.front() {
             let words = record_words(rec);
@@ -99,7 +110,10 @@ impl Lane {
                     } else {
                         let bytes = self.big.pop_front().expect("gossamer: bulk payload missing");
                         debug_assert_eq!(bytes.len(), len);
-                        ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len);
+                        match gather.as_deref_mut() {
+                            Some(g) if g.len() < MAX_GATHERED => g.push((bulk_used, bytes)),
+                            _ => ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len),
+                        }
                     }
                     *dst.add(words - 1) = remote::word(bulk_used as u64);
                     bulk_used = (bulk_used + len).next_multiple_of(8);
@@ -217,10 +231,10 @@ impl Worker {
         shim: Shim,
         prop: *mut u8,
         code: usize,
-        tail: Option<&[u8]>,
+        tail: Option<Tail<'_>>,
         c: Completion,
     ) {
-        self.encode_remote(t, shim, prop, remote::fn_offset(code), tail, c)
+        self.encode_remote_tail(t, shim, prop, remote::fn_offset(code), tail, c)
     }
 
     /// Queues a runtime message for trustee `t` in another process: code
@@ -239,6 +253,22 @@ impl Worker {
         tail: Option<&[u8]>,
         c: Completion,
     ) {
+        self.encode_remote_tail(t, shim, prop, f, tail.map(Tail::Borrowed), c)
+    }
+
+    /// [`encode_remote`](Self::encode_remote) with a tail that may be
+    /// owned: an owned tail that goes to the bulk area in a buffer of its
+    /// own is queued as it is, not copied.
+    pub(crate) fn encode_remote_tail<F>(
+        &self,
+        t: usize,
+        shim: Shim,
+        prop: *mut u8,
+        f: F,
+        owned_tail: Option<Tail<'_>>,
+        c: Completion,
+    ) {
+        let tail = owned_tail.as_ref().map(Tail::bytes);
         assert!(
             crate::channel::record::inline_ok::<F>(),
             "gossamer: a runtime message of {} bytes cannot be sent to another process",
@@ -317,9 +347,10 @@ impl Worker {
             }
         }
         if in_bulk {
-            match tail {
-                Some(b) if b.len() < SMALL_PAYLOAD => lane.small.push(b),
-                b => lane.big.push_back(b.map(<[u8]>::to_vec).unwrap_or_default()),
+            match owned_tail {
+                Some(b) if b.bytes().len() < SMALL_PAYLOAD => lane.small.push(b.bytes()),
+                Some(Tail::Owned(b)) => lane.big.push_back(b),
+                b => lane.big.push_back(b.map(|b| b.bytes().to_vec()).unwrap_or_default()),
             }
         }
         lane.completions.push_back(c);
@@ -441,7 +472,7 @@ impl Worker {
         // trustee answered our last batch, so it no longer reads the slot or
         // the pair's request bulk area. (Requests within the process carry
         // no bulk tails.)
-        let (count, _) = unsafe { slot.write(0, |w| lane.fill(w, bulk, bulk_bytes)) };
+        let (count, _) = unsafe { slot.write(0, |w| lane.fill(w, bulk, bulk_bytes, None)) };
         assert!(count > 0, "gossamer: a request larger than a slot was queued");
         lane.flag ^= 1;
         lane.in_flight = count;

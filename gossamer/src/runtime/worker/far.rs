@@ -18,28 +18,36 @@ use crate::fabric::{Piece, MAX_PIECES};
 use super::Worker;
 
 impl Worker {
-    /// Sends `pieces` (square, local thread, source, range in the
-    /// source) to the squares of `host_thread`'s host, in order.
+    /// Sends `pieces` (square, local thread, offset in the square, source,
+    /// length) to the squares of `host_thread`'s host; the last lands
+    /// after the others.
     fn send_far(
         &self,
         host_thread: usize,
-        pieces: &[(Square, usize, *const u8, std::ops::Range<usize>)],
+        pieces: &[(Square, usize, usize, *const u8, usize)],
+        keep: Vec<Vec<u8>>,
     ) -> crate::fabric::Ticket {
         let host = self.shared.placement.host_of(host_thread);
         let mut out = [Piece { src: std::ptr::null(), len: 0, offset: 0 }; MAX_PIECES];
-        for (o, (square, local, src, range)) in out.iter_mut().zip(pieces) {
-            let offset = Region::square_offset(&self.shared.shapes[host], *square, host_thread, *local) + range.start;
-            *o = Piece { src: src.wrapping_add(range.start), len: range.len(), offset };
+        for (o, &(square, local, at, src, len)) in out.iter_mut().zip(pieces) {
+            let offset = Region::square_offset(&self.shared.shapes[host], square, host_thread, local) + at;
+            *o = Piece { src, len, offset };
         }
         let mut f = self.fabric.borrow_mut();
         let f = f.as_mut().expect("gossamer: a thread on another host but no fabric");
         // SAFETY of the sources: they lie in our region's staging slot and
         // bulk area, which we leave alone until the fabric says the send is
-        // done.
-        match f.send(host, &out[..pieces.len()]) {
+        // done, or in the buffers of `keep`, which the send owns.
+        match f.send(host, &out[..pieces.len()], keep) {
             Ok(t) => t,
             Err(e) => panic!("gossamer: cannot reach host {host} (thread {host_thread}): {e}"),
         }
+    }
+
+    /// Whether the fabric sends pieces from any memory of ours at no extra
+    /// cost (see `ThreadFabric::gathers`).
+    fn fabric_gathers(&self) -> bool {
+        self.fabric.borrow().as_ref().is_some_and(|f| f.gathers())
     }
 
     /// Whether the put `ticket` is done (its staging slot free), driving
@@ -73,19 +81,38 @@ impl Worker {
             std::ptr::null_mut()
         };
         let seq = lane.flag.wrapping_add(1);
+        let mut gathered = Vec::new();
+        let gather = if self.fabric_gathers() { Some(&mut gathered) } else { None };
         // SAFETY: our staging slot and bulk area for `t`; the puts from the
         // last batch are done (checked above: the slot's put is the last
         // one) and nobody else writes them.
-        let ((count, bulk_used), _, range) = unsafe { staging.stage(seq as u64, 0, |w| lane.fill(w, bulk, far_bulk)) };
+        let ((count, bulk_used), _, range) =
+            unsafe { staging.stage(seq as u64, 0, |w| lane.fill(w, bulk, far_bulk, gather)) };
         assert!(count > 0, "gossamer: a request larger than a slot was queued");
         lane.flag = seq;
         lane.in_flight = count;
-        let slot = (Square::RequestLanding, self.index, staging.as_ptr(), range);
-        lane.put = Some(if bulk_used > 0 {
-            self.send_far(t, &[(Square::RequestBulkLanding, self.index, bulk.cast_const(), 0..bulk_used), slot])
-        } else {
-            self.send_far(t, &[slot])
-        });
+        let me = self.index;
+        let mut pieces = [(Square::RequestBulkLanding, me, 0, std::ptr::null(), 0); MAX_PIECES];
+        let mut n = 0;
+        let mut run = |pieces: &mut [_; MAX_PIECES], at: usize, src: *const u8, len: usize| {
+            if len > 0 {
+                pieces[n] = (Square::RequestBulkLanding, me, at, src, len);
+                n += 1;
+            }
+        };
+        // The bulk area: the staging area's runs between the payloads sent
+        // from their own buffers (the padding after each is not sent).
+        let mut at = 0;
+        for (offset, bytes) in &gathered {
+            run(&mut pieces, at, bulk.cast_const().wrapping_add(at), offset - at);
+            run(&mut pieces, *offset, bytes.as_ptr(), bytes.len());
+            at = (offset + bytes.len()).next_multiple_of(8).min(bulk_used);
+        }
+        run(&mut pieces, at, bulk.cast_const().wrapping_add(at), bulk_used - at);
+        pieces[n] = (Square::RequestLanding, me, range.start, staging.as_ptr().wrapping_add(range.start), range.len());
+        // The send keeps the payload buffers it reads until it is done.
+        let keep = gathered.into_iter().map(|(_, bytes)| bytes).collect();
+        lane.put = Some(self.send_far(t, &pieces[..=n], keep));
         true
     }
 
@@ -158,11 +185,15 @@ impl Worker {
         drop(g);
         self.codes[c].set(cache);
         self.served[c].set(seq as u32);
-        let slot = (Square::ResponseLanding, me, staging.as_ptr(), range);
+        let slot = (Square::ResponseLanding, me, range.start, staging.as_ptr().wrapping_add(range.start), range.len());
         self.resp_puts[c].set(Some(if bulk_used > 0 {
-            self.send_far(c, &[(Square::ResponseBulkLanding, me, resp_bulk.cast_const(), 0..bulk_used), slot])
+            self.send_far(
+                c,
+                &[(Square::ResponseBulkLanding, me, 0, resp_bulk.cast_const(), bulk_used), slot],
+                Vec::new(),
+            )
         } else {
-            self.send_far(c, &[slot])
+            self.send_far(c, &[slot], Vec::new())
         }));
         true
     }
