@@ -121,7 +121,10 @@ impl<M: Deliver> Outbox<M> {
         let pending = self.pending.clone();
         let done = move |()| pending.set(pending.get() - 1);
         if self.far[t] {
-            self.peers[t].apply_with_then(|p, b: Packed| M::deliver_packed(p, b), Packed::pack(&batch), done);
+            // As plain bytes: a `Vec<u8>` is its own format across
+            // processes, and moves into the request without a copy.
+            let bytes = Packed::pack(&batch).0;
+            self.peers[t].apply_with_then(|p, b: Vec<u8>| M::deliver_packed(p, Packed(b)), bytes, done);
         } else {
             self.peers[t].apply_with_then(|p, b: Vec<M>| M::deliver(p, b), batch, done);
         }
