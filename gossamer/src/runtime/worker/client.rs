@@ -20,8 +20,20 @@ use crate::channel::large;
 use crate::fabric::shm::region::Square;
 use crate::fabric::MAX_GATHERED;
 
-/// Payloads for the bulk area shorter than this wait packed in one buffer.
+/// Payloads for the bulk area shorter than this wait packed in one buffer,
+/// unless they came in a buffer of their own.
 const SMALL_PAYLOAD: usize = 2048;
+
+/// Payloads that came in a buffer of their own wait in it from this size
+/// on; smaller ones are packed (2 processes, 2 cores: keeping their buffers
+/// made echoes of 256 and 512 bytes 3-5 % slower, moving 1 KiB ones made
+/// them 5 % faster).
+const OWNED_PAYLOAD: usize = 1024;
+
+/// The last word of a queued request whose payload waits in a buffer of
+/// its own (`Lane::big`), until `Lane::fill` sets its offset in the bulk
+/// area there; 0 for one packed in `Lane::small`.
+const OWN_BUFFER: u64 = u64::MAX;
 
 /// What to do with one response when it arrives.
 #[derive(Clone, Copy)]
@@ -43,7 +55,8 @@ pub(crate) struct Lane {
     pub(super) code_cache: [i64; CODE_CACHE],
     /// To another process: payloads waiting for the bulk area, in order,
     /// those under `SMALL_PAYLOAD` bytes packed in one reused buffer (no
-    /// allocation per request), the larger ones in buffers of their own
+    /// allocation per request), the larger ones, and those that came in a
+    /// buffer of their own (see `OWNED_PAYLOAD`), in buffers of their own
     /// (measured: packing 4 KiB payloads too made the sender's copies
     /// three times slower, every payload landing in memory long out of
     /// cache, where a freed buffer is reused while still in cache).
@@ -86,13 +99,15 @@ impl Lane {
             let words = record_words(rec);
             // SAFETY: queued records start with an initialised header, and
             // a bulk tail's length word is the record's last but one.
+            // Until flushed, its last word says where the payload waits:
+            // `OWN_BUFFER` in `big`, else packed in `small`.
             let big_len = unsafe {
                 if (*rec).assume_init() & remote::FLAG_BULK_TAIL != 0 {
                     let len = ((*rec.add(words - 2)).assume_init() & !TAIL_IN_BULK) as usize;
                     if bulk_used + len > bulk_bytes {
                         break; // the next batch
                     }
-                    Some(len)
+                    Some((len, (*rec.add(words - 1)).assume_init() == OWN_BUFFER))
                 } else {
                     None
                 }
@@ -103,8 +118,8 @@ impl Lane {
             // ours per the caller.
             unsafe {
                 copy_words(rec, dst, words);
-                if let Some(len) = big_len {
-                    if len < SMALL_PAYLOAD {
+                if let Some((len, own)) = big_len {
+                    if !own {
                         ptr::copy_nonoverlapping(self.small.front(len).as_ptr(), bulk.add(bulk_used), len);
                         self.small.pop(len);
                     } else {
@@ -317,6 +332,12 @@ impl Worker {
         let used = 1 + full as usize + 1 + env_words + tail_words;
         let words = used.max(FALLBACK_WORDS);
         let flags = code_flags | if in_bulk { remote::FLAG_BULK_TAIL } else { 0 };
+        // A payload for the bulk area waits in a buffer of its own if it is
+        // large or came in one (moved, not copied) of `OWNED_PAYLOAD` bytes
+        // or more, else packed.
+        let len = tail.map_or(0, <[u8]>::len);
+        let owned = matches!(owned_tail, Some(Tail::Owned(_)));
+        let own_buffer = in_bulk && (len >= SMALL_PAYLOAD || (owned && len >= OWNED_PAYLOAD));
         let dst = lane.pending.alloc(words);
         // SAFETY: `alloc` returned `words` words, filled in order here.
         unsafe {
@@ -342,13 +363,14 @@ impl Worker {
                 }
                 Some(b) => {
                     *dst.add(at) = remote::word(b.len() as u64 | TAIL_IN_BULK);
-                    *dst.add(at + 1) = remote::word(0); // the offset, set when flushed
+                    // Where the payload waits; the offset once flushed.
+                    *dst.add(at + 1) = remote::word(if own_buffer { OWN_BUFFER } else { 0 });
                 }
             }
         }
         if in_bulk {
             match owned_tail {
-                Some(b) if b.bytes().len() < SMALL_PAYLOAD => lane.small.push(b.bytes()),
+                Some(b) if !own_buffer => lane.small.push(b.bytes()),
                 Some(Tail::Owned(b)) => lane.big.push_back(b),
                 b => lane.big.push_back(b.map(|b| b.bytes().to_vec()).unwrap_or_default()),
             }
