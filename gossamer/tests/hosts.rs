@@ -242,6 +242,7 @@ fn stress() {
                         assert_eq!(back, data, "a {len}-byte argument crossed hosts and came back whole");
                     }
                     let mut x = seed | 1;
+                    let back_ok = std::rc::Rc::new(std::cell::Cell::new(0u64));
                     for _ in 0..EACH {
                         x ^= x << 13;
                         x ^= x >> 7;
@@ -267,6 +268,8 @@ fn stress() {
                         let len = 8 + (x >> 24) as usize % 70_000;
                         let mut data: Vec<u8> = (0..len - 8).map(|k| (x >> (k % 48)) as u8 ^ (k >> 8) as u8).collect();
                         data.extend_from_slice(&fnv(&data).to_le_bytes());
+                        // It comes back as the result, checked here.
+                        let back_ok = back_ok.clone();
                         c.apply_with_then(
                             |st, d: Vec<u8>| {
                                 let (body, sum) = d.split_at(d.len() - 8);
@@ -275,14 +278,23 @@ fn stress() {
                                 } else {
                                     st.1 += 1
                                 }
+                                d
                             },
                             data,
-                            |_| (),
+                            move |d: Vec<u8>| {
+                                let (body, sum) = d.split_at(d.len() - 8);
+                                if fnv(body).to_le_bytes() == sum {
+                                    back_ok.set(back_ok.get() + 1);
+                                }
+                            },
                         );
                     }
+                    // Each lane answers in order: once these return, every
+                    // result above has been checked.
                     for c in &cs {
                         c.apply_with(|_, ()| (), ());
                     }
+                    assert_eq!(back_ok.get(), EACH, "every result came back intact");
                 },
                 (checkers.clone(), 7919 * (t as u64 + 1), t),
             )

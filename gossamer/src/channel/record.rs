@@ -356,16 +356,45 @@ pub(crate) struct Responder<'a> {
     /// The end of the remote request being served (null otherwise): what
     /// its shim reads must lie before it.
     record_end: *const Word,
+    /// To another host, over a fabric that gathers: results that are a
+    /// `Vec<u8>` of `GATHER_RESULT` bytes or more go here (their offset in
+    /// the response bulk area, their bytes) instead of being copied there,
+    /// for the send to take them from where they are.
+    gather: Option<&'a mut Vec<(usize, Vec<u8>)>>,
+    /// The most results `gather` takes.
+    gather_max: usize,
 }
+
+/// Results to another host this large or larger are sent from their own
+/// buffer when they can be (see `Responder::gathering`): past what a slot
+/// holds inline, so they would go to the bulk area anyway.
+const GATHER_RESULT: usize = 4096;
 
 impl<'a> Responder<'a> {
     pub(crate) fn new(writer: &'a mut BatchWriter, count: usize) -> Self {
-        Responder { writer, left: count, far: None, bulk_used: 0, record_end: ptr::null() }
+        Responder { writer, left: count, far: None, bulk_used: 0, record_end: ptr::null(), gather: None, gather_max: 0 }
     }
 
     /// For a batch from another process.
     pub(crate) fn far(writer: &'a mut BatchWriter, count: usize, far: Far) -> Self {
-        Responder { writer, left: count, far: Some(far), bulk_used: 0, record_end: ptr::null() }
+        Responder {
+            writer,
+            left: count,
+            far: Some(far),
+            bulk_used: 0,
+            record_end: ptr::null(),
+            gather: None,
+            gather_max: 0,
+        }
+    }
+
+    /// Sends up to `max` large `Vec<u8>` results from their own buffers:
+    /// each is moved into `gather` with its offset in the response bulk
+    /// area, whose bytes there are left as they were (see `GATHER_RESULT`).
+    pub(crate) fn gathering(mut self, gather: Option<&'a mut Vec<(usize, Vec<u8>)>>, max: usize) -> Self {
+        self.gather = gather;
+        self.gather_max = max;
+        self
     }
 
     /// Answers every request of the batch still unanswered with a refusal
@@ -404,6 +433,7 @@ impl<'a> Responder<'a> {
     pub(crate) fn put_remote<U: serde::Serialize + 'static>(&mut self, r: thread::Result<U>) {
         match r {
             Ok(v) => {
+                let Err(v) = self.put_gathered(v) else { return };
                 let sent = super::remote::try_with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK));
                 // Sent as a copy (or not at all): the original ends here. Its
                 // `Drop` is user code inside the trustee's loop: a panic there
@@ -426,6 +456,40 @@ impl<'a> Responder<'a> {
                 self.put_bytes(msg.as_bytes(), TAG_PANIC_MSG, TAG_PANIC_MSG_BULK)
             }
         }
+    }
+
+    /// Answers with `v` without copying it, if it is a `Vec<u8>` to be
+    /// sent from its own buffer (see [`gathering`](Self::gathering)) and
+    /// the response bulk area has room for it; else gives it back.
+    fn put_gathered<U: 'static>(&mut self, v: U) -> Result<(), U> {
+        use super::remote::word;
+        let (Some(far), Some(g)) = (self.far, self.gather.as_ref()) else { return Err(v) };
+        if g.len() >= self.gather_max {
+            return Err(v);
+        }
+        let mut slot = Some(v);
+        let fits = |b: &Vec<u8>| b.len() >= GATHER_RESULT && self.bulk_used + b.len() <= far.bulk_bytes;
+        let Some(bytes) = (&mut slot as &mut dyn Any)
+            .downcast_mut::<Option<Vec<u8>>>()
+            .filter(|b| b.as_ref().is_some_and(fits))
+            .and_then(Option::take)
+        else {
+            return Err(slot.expect("not taken"));
+        };
+        debug_assert!(self.left > 0, "more responses than requests");
+        self.left -= 1;
+        let keep = self.left;
+        let dst = self.writer.reserve(FALLBACK_WORDS, keep).expect("gossamer: response slot invariant broken");
+        let (at, len) = (self.bulk_used, bytes.len());
+        self.bulk_used = (at + len).next_multiple_of(8);
+        self.gather.as_mut().expect("checked above").push((at, bytes));
+        Self::header(dst, FALLBACK_WORDS, TAG_SER_BULK);
+        // SAFETY: three words reserved.
+        unsafe {
+            *dst.add(1) = word(len as u64);
+            *dst.add(2) = word(at as u64);
+        }
+        Ok(())
     }
 
     /// Answers a client in another process that the request was relayed
@@ -764,6 +828,45 @@ mod tests {
         // SAFETY: `fat` answers a `[u64; 60]`.
         let n = full_batch(fat, |rec| assert_eq!(unsafe { take_response::<[u64; 60]>(rec) }.unwrap(), [9; 60]));
         assert_eq!(n, 46);
+    }
+
+    #[test]
+    fn large_byte_results_to_another_host_are_gathered_up_to_the_limit_and_read_back_whole() {
+        const BULK: usize = 1 << 16;
+        let (sp, so) = (Primary::default(), Overflow::default());
+        let resp = Slot { primary: &sp, overflow: &so };
+        let mut bulk = vec![0u8; BULK];
+        let far = Far { client: 3, req_bulk: ptr::null(), resp_bulk: bulk.as_mut_ptr(), bulk_bytes: BULK };
+        let results: Vec<Vec<u8>> = vec![
+            (0..5000).map(|i| i as u8).collect(),                  // gathered
+            (0..6000).map(|i| (i * 7) as u8).collect(),            // past the limit of one: copied
+            vec![0x42; 100],                                       // small: inline
+            (0..(BULK - 11_000)).map(|i| (i * 3) as u8).collect(), // the rest of the bulk area: copied
+        ];
+        let mut gathered = Vec::new();
+        // SAFETY: single-threaded test; each record read once.
+        unsafe {
+            resp.write(FALLBACK_WORDS, |w| {
+                let mut out = Responder::far(w, results.len(), far).gathering(Some(&mut gathered), 1);
+                for r in &results {
+                    out.put_remote::<Vec<u8>>(Ok(r.clone()));
+                }
+            });
+        }
+        assert_eq!(gathered.len(), 1, "one result gathered, at the start of the bulk area");
+        assert_eq!((gathered[0].0, &gathered[0].1), (0, &results[0]));
+        // What the send would carry: the gathered bytes where they belong.
+        bulk[..5000].copy_from_slice(&gathered[0].1);
+        // SAFETY: as above.
+        unsafe {
+            resp.read(|r| {
+                for want in &results {
+                    let rec = r.next(record_words).expect("a response per result");
+                    let got = take_remote_response::<Vec<u8>>(rec, bulk.as_ptr(), BULK, 3);
+                    assert_eq!(&got.unwrap(), want);
+                }
+            });
+        }
     }
 
     #[test]

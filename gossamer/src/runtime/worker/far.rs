@@ -13,7 +13,7 @@
 
 use crate::channel::record::{record_words, serve_remote, Far, Responder, FALLBACK_WORDS};
 use crate::fabric::shm::region::{Region, Square};
-use crate::fabric::{Piece, MAX_PIECES};
+use crate::fabric::{Piece, MAX_GATHERED, MAX_PIECES};
 
 use super::Worker;
 
@@ -48,6 +48,41 @@ impl Worker {
     /// cost (see `ThreadFabric::gathers`).
     fn fabric_gathers(&self) -> bool {
         self.fabric.borrow().as_ref().is_some_and(|f| f.gathers())
+    }
+
+    /// The pieces of a send of a batch: the bulk area (`bulk_used` bytes
+    /// from `bulk`, to `square` there), as the staging area's runs between
+    /// the payloads sent from their own buffers (`gathered`: offset in the
+    /// bulk area, bytes; the padding after each is not sent), then the slot
+    /// (`range` of the staging slot at `src`, to its square there). Also
+    /// how many pieces, and the buffers the send must keep.
+    #[allow(clippy::type_complexity)]
+    fn pieces(
+        &self,
+        square: Square,
+        bulk: *mut u8,
+        bulk_used: usize,
+        gathered: Vec<(usize, Vec<u8>)>,
+        (slot_square, src, range): (Square, *const u8, std::ops::Range<usize>),
+    ) -> ([(Square, usize, usize, *const u8, usize); MAX_PIECES], usize, Vec<Vec<u8>>) {
+        let me = self.index;
+        let mut pieces = [(square, me, 0, std::ptr::null(), 0); MAX_PIECES];
+        let mut n = 0;
+        let mut run = |pieces: &mut [_; MAX_PIECES], at: usize, src: *const u8, len: usize| {
+            if len > 0 {
+                pieces[n] = (square, me, at, src, len);
+                n += 1;
+            }
+        };
+        let mut at = 0;
+        for (offset, bytes) in &gathered {
+            run(&mut pieces, at, bulk.cast_const().wrapping_add(at), offset - at);
+            run(&mut pieces, *offset, bytes.as_ptr(), bytes.len());
+            at = (offset + bytes.len()).next_multiple_of(8).min(bulk_used);
+        }
+        run(&mut pieces, at, bulk.cast_const().wrapping_add(at), bulk_used - at);
+        pieces[n] = (slot_square, me, range.start, src.wrapping_add(range.start), range.len());
+        (pieces, n + 1, gathered.into_iter().map(|(_, bytes)| bytes).collect())
     }
 
     /// Whether the put `ticket` is done (its staging slot free), driving
@@ -91,28 +126,9 @@ impl Worker {
         assert!(count > 0, "gossamer: a request larger than a slot was queued");
         lane.flag = seq;
         lane.in_flight = count;
-        let me = self.index;
-        let mut pieces = [(Square::RequestBulkLanding, me, 0, std::ptr::null(), 0); MAX_PIECES];
-        let mut n = 0;
-        let mut run = |pieces: &mut [_; MAX_PIECES], at: usize, src: *const u8, len: usize| {
-            if len > 0 {
-                pieces[n] = (Square::RequestBulkLanding, me, at, src, len);
-                n += 1;
-            }
-        };
-        // The bulk area: the staging area's runs between the payloads sent
-        // from their own buffers (the padding after each is not sent).
-        let mut at = 0;
-        for (offset, bytes) in &gathered {
-            run(&mut pieces, at, bulk.cast_const().wrapping_add(at), offset - at);
-            run(&mut pieces, *offset, bytes.as_ptr(), bytes.len());
-            at = (offset + bytes.len()).next_multiple_of(8).min(bulk_used);
-        }
-        run(&mut pieces, at, bulk.cast_const().wrapping_add(at), bulk_used - at);
-        pieces[n] = (Square::RequestLanding, me, range.start, staging.as_ptr().wrapping_add(range.start), range.len());
-        // The send keeps the payload buffers it reads until it is done.
-        let keep = gathered.into_iter().map(|(_, bytes)| bytes).collect();
-        lane.put = Some(self.send_far(t, &pieces[..=n], keep));
+        let slot = (Square::RequestLanding, staging.as_ptr(), range);
+        let (pieces, n, keep) = self.pieces(Square::RequestBulkLanding, bulk, bulk_used, gathered, slot);
+        lane.put = Some(self.send_far(t, &pieces[..n], keep));
         true
     }
 
@@ -169,6 +185,8 @@ impl Worker {
             (std::ptr::null_mut(), std::ptr::null_mut())
         };
         let far = Far { client: c, req_bulk, resp_bulk, bulk_bytes: far_bulk };
+        let mut gathered = Vec::new();
+        let gather = if self.fabric_gathers() { Some(&mut gathered) } else { None };
         let mut cache = self.codes[c].get();
         let g = self.enter_delegated();
         let kept = self.batch.open();
@@ -176,7 +194,7 @@ impl Worker {
         // batch is a checked private copy; each request runs once.
         let (bulk_used, _, range) = unsafe {
             staging.stage(seq, FALLBACK_WORDS, |w| {
-                let mut out = Responder::far(w, batch.count() as usize, far);
+                let mut out = Responder::far(w, batch.count() as usize, far).gathering(gather, MAX_GATHERED);
                 batch.read(|r| serve_remote(r, &mut out, &mut cache));
                 out.bulk_used()
             })
@@ -185,16 +203,9 @@ impl Worker {
         drop(g);
         self.codes[c].set(cache);
         self.served[c].set(seq as u32);
-        let slot = (Square::ResponseLanding, me, range.start, staging.as_ptr().wrapping_add(range.start), range.len());
-        self.resp_puts[c].set(Some(if bulk_used > 0 {
-            self.send_far(
-                c,
-                &[(Square::ResponseBulkLanding, me, 0, resp_bulk.cast_const(), bulk_used), slot],
-                Vec::new(),
-            )
-        } else {
-            self.send_far(c, &[slot], Vec::new())
-        }));
+        let slot = (Square::ResponseLanding, staging.as_ptr(), range);
+        let (pieces, n, keep) = self.pieces(Square::ResponseBulkLanding, resp_bulk, bulk_used, gathered, slot);
+        self.resp_puts[c].set(Some(self.send_far(c, &pieces[..n], keep)));
         true
     }
 
