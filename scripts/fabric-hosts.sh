@@ -116,7 +116,10 @@ sim_hosts_build examples/echo --example echo
 sim_hosts_rack 2
 clear_env+=(ECHO_MILLIS="$millis")
 
-perf_port=$((20000 + RANDOM % 20000))
+# ucx_perftest's ports: below the rendezvous ports of sim-hosts.sh (40000
+# and up, one per launch) even after every run of a long benchmark has taken
+# one more, so that the two never meet on host 0's address.
+perf_port=$((20000 + RANDOM % 10000))
 
 # One ucx_perftest measurement: $1 test, $2 size, $3 the CSV column to
 # report (2: median latency, 6: overall bandwidth). Sets $figure.
