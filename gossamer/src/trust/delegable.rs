@@ -132,7 +132,10 @@ impl<F: Send + Copy + 'static> Delegable for F {} // delegated closures capture 
 ///
 /// Between processes, `Vec<u8>`, `String` and `Box<[u8]>` (as the whole
 /// argument or result) cross as their own bytes: copied once into the
-/// channel and once out. Byte buffers inside your own types go through
+/// channel and once out. A `Vec<u8>` argument is not even copied in: it
+/// moves into the request (from 1 KiB on it waits in its own buffer), and
+/// to another host it is sent from that buffer, as is a `Vec<u8>` result
+/// of 4 KiB or more. Byte buffers inside your own types go through
 /// serde, which handles a `Vec<u8>` element by element; mark such fields
 /// `#[serde(with = "serde_bytes")]` to have them copied as byte strings.
 ///
