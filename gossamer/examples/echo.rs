@@ -37,8 +37,38 @@ fn env(name: &str, default: usize) -> usize {
 }
 
 /// The client loop on one thread: returns the echoes completed. Targets
-/// are drawn uniformly from `servers`.
+/// are drawn uniformly from `servers`; one way, each trustee answers with
+/// the payload's length instead of the payload.
 fn client((servers, size, millis, seed, one_way): (Vec<Trust<u64>>, usize, u64, u64, bool)) -> u64 {
+    let run = (servers, size, millis, seed);
+    if one_way {
+        drive(
+            run,
+            |served, p| {
+                *served += 1;
+                p.len() as u64
+            },
+            |len| *len as usize,
+        )
+    } else {
+        drive(
+            run,
+            |served, p| {
+                *served += 1;
+                p
+            },
+            Vec::len,
+        )
+    }
+}
+
+/// The client loop, each request served by `serve`, whose answer says how
+/// many bytes it was sent (`len`).
+fn drive<U: gossamer::Transferable>(
+    (servers, size, millis, seed): (Vec<Trust<u64>>, usize, u64, u64),
+    serve: fn(&mut u64, Vec<u8>) -> U,
+    len: fn(&U) -> usize,
+) -> u64 {
     // Keep at most 256 requests, and about 4 MiB of payload, in flight.
     let window = (256u64).min((4 << 20) / size.max(1) as u64).max(1);
     let done = Rc::new(Cell::new(0u64));
@@ -59,31 +89,10 @@ fn client((servers, size, millis, seed, one_way): (Vec<Trust<u64>>, usize, u64, 
             x ^= x << 17;
             let target = &servers[(x % servers.len() as u64) as usize];
             let d = done.clone();
-            if one_way {
-                target.apply_with_then(
-                    |served, p: Vec<u8>| {
-                        *served += 1;
-                        p.len() as u64
-                    },
-                    payload.clone(),
-                    move |len: u64| {
-                        debug_assert_eq!(len, size as u64);
-                        d.set(d.get() + 1)
-                    },
-                );
-            } else {
-                target.apply_with_then(
-                    |served, p: Vec<u8>| {
-                        *served += 1;
-                        p
-                    },
-                    payload.clone(),
-                    move |back: Vec<u8>| {
-                        debug_assert_eq!(back.len(), size);
-                        d.set(d.get() + 1)
-                    },
-                );
-            }
+            target.apply_with_then(serve, payload.clone(), move |answer: U| {
+                debug_assert_eq!(len(&answer), size);
+                d.set(d.get() + 1)
+            });
             issued += 1;
         }
         gossamer::yield_now();
