@@ -467,15 +467,13 @@ impl<'a> Responder<'a> {
         if g.len() >= self.gather_max {
             return Err(v);
         }
-        let mut slot = Some(v);
-        let fits = |b: &Vec<u8>| b.len() >= GATHER_RESULT && self.bulk_used + b.len() <= far.bulk_bytes;
-        let Some(bytes) = (&mut slot as &mut dyn Any)
-            .downcast_mut::<Option<Vec<u8>>>()
-            .filter(|b| b.as_ref().is_some_and(fits))
-            .and_then(Option::take)
-        else {
-            return Err(slot.expect("not taken"));
-        };
+        let fits = (&v as &dyn Any)
+            .downcast_ref::<Vec<u8>>()
+            .is_some_and(|b| b.len() >= GATHER_RESULT && self.bulk_used + b.len() <= far.bulk_bytes);
+        if !fits {
+            return Err(v);
+        }
+        let Ok(bytes) = super::remote::into_byte_vec(v) else { unreachable!("a Vec<u8>, checked above") };
         debug_assert!(self.left > 0, "more responses than requests");
         self.left -= 1;
         let keep = self.left;

@@ -225,14 +225,22 @@ impl Tail<'_> {
 /// # Panics
 /// As [`with_serialized`].
 pub(crate) fn with_tail<V: Serialize + 'static, R>(v: V, f: impl FnOnce(Tail<'_>) -> R) -> (R, Option<V>) {
-    let mut slot = Some(v);
-    if let Some(own) = (&mut slot as &mut dyn Any).downcast_mut::<Option<Vec<u8>>>() {
-        let bytes = own.take().expect("just made");
-        return (f(Tail::Owned(bytes)), None);
+    match into_byte_vec(v) {
+        Ok(bytes) => (f(Tail::Owned(bytes)), None),
+        Err(v) => {
+            let r = with_serialized(&v, |b| f(Tail::Borrowed(b)));
+            (r, Some(v))
+        }
     }
-    let v = slot.expect("not taken");
-    let r = with_serialized(&v, |b| f(Tail::Borrowed(b)));
-    (r, Some(v))
+}
+
+/// `v` itself if it is a `Vec<u8>` (moved, not copied), else `v` back.
+pub(crate) fn into_byte_vec<V: Any>(v: V) -> Result<Vec<u8>, V> {
+    let mut slot = Some(v);
+    match (&mut slot as &mut dyn Any).downcast_mut::<Option<Vec<u8>>>() {
+        Some(bytes) => Ok(bytes.take().expect("just made")),
+        None => Err(slot.expect("not taken")),
+    }
 }
 
 /// Deserializes a value written by `with_serialized`.
