@@ -392,6 +392,7 @@ fn scenario_entry() {
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, THREADS);
+    common::assert_no_thread_left("rank 0");
 }
 
 // ---- the tests ---------------------------------------------------------------

@@ -111,6 +111,7 @@ fn scenario_entry() {
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, ranks * THREADS_PER_RANK);
+    common::assert_no_thread_left("rank 0");
 }
 
 // ---- starting programs over the rack -----------------------------------------

@@ -505,6 +505,7 @@ fn scenario_entry() {
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, 6);
+    common::assert_no_thread_left("rank 0");
 }
 
 // ---- the tests (run the scenarios as programs) ------------------------------

@@ -552,7 +552,7 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
                     "gossamer: rank {}: rank {rank} failed: {cause} (on host {host}{address}); the program stops",
                     role.rank
                 );
-                std::process::exit(1);
+                exit_failed(1);
             }
             Ok(_) => {}
             Err(_) => leader.gone("its control connection closed"),
@@ -562,8 +562,28 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     if let Some(f) = fabric {
         f.close();
     }
+    // The last hold on the fabric: UCX is torn down here, by this thread,
+    // before the exit runs UCX's destructors (see `exit_failed`).
+    drop(shared);
     let _ = control::send(&mut s, &Msg::Bye);
     std::process::exit(0);
+}
+
+/// Ends a failing process with `code` at once: what it printed is flushed,
+/// and no exit handler or library destructor runs. Its other threads may
+/// still be inside UCX (a worker progressing, an endpoint closing), and
+/// UCX 1.13's destructors walk the objects it lists without a lock: a
+/// thread that removed one meanwhile made the process abort in `vfs_obj.c`
+/// with a backtrace in place of the cause it had printed. The kernel
+/// releases everything the process held; a region's name is unlinked as
+/// soon as every process has mapped it.
+pub(super) fn exit_failed(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: `_exit` ends the process without returning; nothing of ours
+    // runs after it.
+    unsafe { libc::_exit(code) }
 }
 
 /// Fate sharing for a panic in the program's main function: the program
@@ -581,12 +601,12 @@ fn main_panicked(shared: &Shared, monitor: &Monitor, p: &(dyn std::any::Any + Se
     if shared.region.header().failed.load(Ordering::SeqCst) != 0 {
         std::thread::sleep(Duration::from_secs(30));
         eprintln!("gossamer: rank 0: another process failed, and the program did not stop; stopping");
-        std::process::exit(1);
+        exit_failed(1);
     }
     let msg = crate::error::panic_message(p);
     eprintln!("gossamer: rank 0 failed: the program's main function panicked: {msg}; the program stops");
     monitor.abort();
-    std::process::exit(101);
+    exit_failed(101);
 }
 
 /// Rank 0 as a follower names it when it is lost.
@@ -605,7 +625,7 @@ impl Leader {
             "gossamer: rank {}: rank 0 (on host {}{}) is gone: {why}; the program stops",
             self.rank, self.host, self.address
         );
-        std::process::exit(1);
+        exit_failed(1);
     }
 }
 

@@ -135,7 +135,7 @@ pub fn main(gsm_main: fn(), threads: usize) {
         Ok(()) => {}
         Err(e) => {
             eprintln!("gossamer: {e}");
-            std::process::exit(1);
+            bootstrap::exit_failed(1);
         }
     }
 }

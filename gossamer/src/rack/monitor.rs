@@ -22,6 +22,13 @@ pub(super) struct Monitor {
     finishing: Arc<AtomicBool>,
     aborting: Arc<AtomicBool>,
     done: mpsc::Receiver<Result<(), RackError>>,
+    /// The monitor thread, joined once it has reported: it holds the
+    /// runtime's shared state, and with it the fabric, whose last holder
+    /// tears UCX down. That must happen before rank 0 returns, never beside
+    /// the process's exit, where UCX's own destructors walk the objects it
+    /// lists without a lock (UCX 1.13 aborts in `vfs_obj.c` when a thread
+    /// removes one meanwhile).
+    thread: std::thread::JoinHandle<()>,
 }
 
 fn describe(status: std::process::ExitStatus) -> String {
@@ -61,7 +68,7 @@ impl Monitor {
                 }
             }));
         }
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("gossamer-monitor".into())
             .spawn(move || {
                 let mut streams = streams;
@@ -183,7 +190,7 @@ impl Monitor {
                 }
             })
             .expect("cannot start the monitor thread");
-        Monitor { finishing, aborting, done }
+        Monitor { finishing, aborting, done, thread }
     }
 
     /// The program is ending: goodbyes and exits are expected now.
@@ -200,7 +207,11 @@ impl Monitor {
     /// Waits for every process to leave.
     pub(super) fn finish(self, timeout: Duration) -> Result<(), RackError> {
         match self.done.recv_timeout(timeout) {
-            Ok(r) => r,
+            Ok(r) => {
+                // It has nothing left to do but drop what it holds.
+                let _ = self.thread.join();
+                r
+            }
             Err(_) => {
                 self.abort();
                 Err(RackError::Bootstrap(format!("processes did not exit within {timeout:?} after the program ended")))
@@ -266,5 +277,5 @@ fn fail(shared: &Shared, children: &mut [Child], streams: &mut [Conn], closed: &
         "gossamer: rank {} failed: {} (on host {}{}); the program stops",
         lost.rank, lost.cause, lost.host, lost.address
     );
-    std::process::exit(1);
+    super::bootstrap::exit_failed(1);
 }

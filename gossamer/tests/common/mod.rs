@@ -92,3 +92,38 @@ pub fn example(name: &str) -> Option<std::path::PathBuf> {
     assert!(bin.is_file(), "{} is missing after the build", bin.display());
     Some(bin)
 }
+
+/// After `gossamer::main` returned on rank 0 (the only rank that returns):
+/// nothing the program started outlives it. Its threads, UCX's among them,
+/// are gone: a thread that still tore down the fabric while the process
+/// exits would race UCX's own destructors (UCX 1.13 aborts in `vfs_obj.c`).
+pub fn assert_no_thread_left(who: &str) {
+    let left = threads_left();
+    assert!(left.is_empty(), "threads outlive gossamer::main on {who}: {left:?}");
+}
+
+/// The names of this process's threads other than the main thread, the
+/// calling one and the SIGUSR1 dumper (installed once per process), after
+/// a short grace for threads on their way out of the kernel.
+fn threads_left() -> Vec<String> {
+    let me = std::fs::read_link("/proc/thread-self").unwrap();
+    let me = me.file_name().unwrap().to_string_lossy().into_owned();
+    let main = std::process::id().to_string();
+    let mut left = Vec::new();
+    for _ in 0..20 {
+        left = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|tid| *tid != me && *tid != main)
+            .filter_map(|tid| std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).ok())
+            .map(|c| c.trim().to_string())
+            .filter(|c| c != "gossamer-sigusr")
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    left
+}
