@@ -46,7 +46,7 @@ fn gsm_main() {
                     gossamer::rack::rank(),
                     gossamer::rack::host_name()
                 );
-                std::process::exit(3);
+                gossamer::rack::exit_now(3);
             },
             (),
         );

@@ -153,7 +153,7 @@ fn crash() {
         THREADS - 1,
         |()| {
             println!("CRASHING on {}", gossamer::rack::host_name());
-            std::process::exit(7);
+            gossamer::rack::exit_now(7);
         },
         (),
     );

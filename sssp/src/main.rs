@@ -217,7 +217,7 @@ fn gsm_main() {
         Err(e) => {
             eprintln!("gossamer-sssp: {e}");
             // Fate sharing takes the other ranks down with us.
-            std::process::exit(1);
+            gossamer::rack::exit_now(1);
         }
     }
 }

@@ -552,7 +552,7 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
                     "gossamer: rank {}: rank {rank} failed: {cause} (on host {host}{address}); the program stops",
                     role.rank
                 );
-                exit_failed(1);
+                exit_now(1);
             }
             Ok(_) => {}
             Err(_) => leader.gone("its control connection closed"),
@@ -563,21 +563,38 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
         f.close();
     }
     // The last hold on the fabric: UCX is torn down here, by this thread,
-    // before the exit runs UCX's destructors (see `exit_failed`).
+    // before the exit runs UCX's destructors (see `exit_now`).
     drop(shared);
     let _ = control::send(&mut s, &Msg::Bye);
     std::process::exit(0);
 }
 
-/// Ends a failing process with `code` at once: what it printed is flushed,
-/// and no exit handler or library destructor runs. Its other threads may
-/// still be inside UCX (a worker progressing, an endpoint closing), and
-/// UCX 1.13's destructors walk the objects it lists without a lock: a
-/// thread that removed one meanwhile made the process abort in `vfs_obj.c`
-/// with a backtrace in place of the cause it had printed. The kernel
-/// releases everything the process held; a region's name is unlinked as
-/// soon as every process has mapped it.
-pub(super) fn exit_failed(code: i32) -> ! {
+/// Ends this process of the program at once with `code`: what it printed
+/// is flushed, and then it exits as `std::process::exit` does, but without
+/// running exit handlers or library destructors. Fate sharing then takes
+/// the program's other processes down (rank 0 ending the program; any
+/// other rank failing it, named).
+///
+/// Call this, not `std::process::exit`, to end a program of several
+/// processes from inside it while its threads run: between hosts, they
+/// may be inside UCX (a worker progressing, an endpoint closing), and UCX
+/// 1.13's destructors walk the objects it lists without a lock, so a
+/// thread that removes one meanwhile makes the process abort in
+/// `vfs_obj.c`, with a backtrace in place of the message it printed. The
+/// runtime ends its own failing processes this way. The kernel releases
+/// what the process held; a host's region is unlinked as soon as every
+/// process of the host has mapped it.
+///
+/// ```no_run
+/// fn gsm_main() {
+///     if std::env::args().count() > 3 {
+///         eprintln!("too many arguments");
+///         gossamer::rack::exit_now(2);
+///     }
+/// }
+/// # fn main() { gossamer::main(gsm_main, 2) }
+/// ```
+pub fn exit_now(code: i32) -> ! {
     use std::io::Write;
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
@@ -601,12 +618,12 @@ fn main_panicked(shared: &Shared, monitor: &Monitor, p: &(dyn std::any::Any + Se
     if shared.region.header().failed.load(Ordering::SeqCst) != 0 {
         std::thread::sleep(Duration::from_secs(30));
         eprintln!("gossamer: rank 0: another process failed, and the program did not stop; stopping");
-        exit_failed(1);
+        exit_now(1);
     }
     let msg = crate::error::panic_message(p);
     eprintln!("gossamer: rank 0 failed: the program's main function panicked: {msg}; the program stops");
     monitor.abort();
-    exit_failed(101);
+    exit_now(101);
 }
 
 /// Rank 0 as a follower names it when it is lost.
@@ -625,7 +642,7 @@ impl Leader {
             "gossamer: rank {}: rank 0 (on host {}{}) is gone: {why}; the program stops",
             self.rank, self.host, self.address
         );
-        exit_failed(1);
+        exit_now(1);
     }
 }
 

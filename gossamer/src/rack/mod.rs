@@ -74,6 +74,7 @@ mod stream;
 use std::ops::Range;
 
 pub use crate::runtime::host_name;
+pub use bootstrap::exit_now;
 
 /// Errors starting or running a multi-process program.
 #[derive(Debug, thiserror::Error)]
@@ -135,7 +136,7 @@ pub fn main(gsm_main: fn(), threads: usize) {
         Ok(()) => {}
         Err(e) => {
             eprintln!("gossamer: {e}");
-            bootstrap::exit_failed(1);
+            bootstrap::exit_now(1);
         }
     }
 }

@@ -277,5 +277,5 @@ fn fail(shared: &Shared, children: &mut [Child], streams: &mut [Conn], closed: &
         "gossamer: rank {} failed: {} (on host {}{}); the program stops",
         lost.rank, lost.cause, lost.host, lost.address
     );
-    super::bootstrap::exit_failed(1);
+    super::bootstrap::exit_now(1);
 }

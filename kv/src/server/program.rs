@@ -76,7 +76,7 @@ where
             }
             None => {
                 eprintln!("gossamer-kv: signal {sig} while starting");
-                std::process::exit(1);
+                gossamer::rack::exit_now(1);
             }
         }
     });
@@ -92,7 +92,7 @@ fn gsm_main() {
     if let Err(e) = program() {
         eprintln!("gossamer-kv: {e}");
         // Fate sharing takes the other processes down too.
-        std::process::exit(1);
+        gossamer::rack::exit_now(1);
     }
 }
 
