@@ -1,17 +1,19 @@
 //! What a move costs the clients in another process: throughput of
 //! `apply_with` from the fibers of rank 1 to a property of rank 0 that
 //! never moved, beside one that was moved to another trustee of rank 0
-//! (whose first trustee then relays every such request and sends each
-//! result back, see `trust::migrate`). The two are measured in turns, in
-//! the same run.
+//! (whose first trustee relays a thread's first requests and tells it
+//! where the value is; the thread then sends the others there by its
+//! route, see `trust::migrate`). The two are measured in turns, in the
+//! same run.
 //!
 //! `GOSSAMER_PROCESSES=2 cargo run --release --example migrate_across_bench -- [MS] [FIBERS] [REPS]`
 //!
 //! Two processes of 2 threads each; MS milliseconds per measurement
 //! (default 300), FIBERS client fibers per thread of rank 1 (default 32),
 //! REPS measurements of each kind (default 5). Output lines:
-//! `unmoved_kops_median <f>`, `moved_kops_median <f>` and
-//! `moved_over_unmoved <f>`.
+//! `unmoved_kops_median <f>`, `moved_kops_median <f>`,
+//! `moved_over_unmoved <f>` and `relayed_requests <n>` (requests rank 0
+//! relayed in the whole run, from `gossamer::stats`).
 
 use std::time::{Duration, Instant};
 
@@ -83,6 +85,7 @@ fn gsm_main() {
     println!("unmoved_kops_median {x:.1}");
     println!("moved_kops_median {y:.1}");
     println!("moved_over_unmoved {:.3}", y / x);
+    println!("relayed_requests {}", gossamer::stats().relayed_requests);
 }
 
 fn main() {

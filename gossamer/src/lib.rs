@@ -128,8 +128,8 @@ pub use objects::{spawn_to, Barrier};
 pub use rack::{main, topology, Topology};
 pub use runtime::profile;
 pub use runtime::{
-    current_thread, dedicated, set_dedicated, set_dedicated_policy, spawn, spawn_on, threads, yield_now, Builder,
-    DedicatedChange, DedicatedPolicy, Handle, JoinFuture, JoinHandle, Parker, Runtime, ShutdownReport, Stats,
+    current_thread, dedicated, set_dedicated, set_dedicated_policy, spawn, spawn_on, stats, threads, yield_now,
+    Builder, DedicatedChange, DedicatedPolicy, Handle, JoinFuture, JoinHandle, Parker, Runtime, ShutdownReport, Stats,
     TrusteeParams, Unparker,
 };
 #[allow(deprecated)]

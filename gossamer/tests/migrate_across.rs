@@ -17,6 +17,11 @@
 //! A second program launches from rank 1 (`launch_with`) on a latched
 //! counter of rank 0 that moves between rounds: each launch runs where the
 //! value is, and every one runs once.
+//!
+//! A third moves the tally once before rank 1's clients start: each client
+//! thread learns where the value went from its first relayed request and
+//! sends the rest there by its route, so that only a few requests are
+//! relayed (`gossamer::stats`), with the same totals and order.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -129,6 +134,38 @@ fn moves() {
     println!("SCENARIO moves ok");
 }
 
+/// Rank 1's clients of a tally that moved once: few of their requests are
+/// relayed by its first cell; the rest go by their threads' routes.
+fn routes() {
+    let per = THREADS / GROUPS;
+    let tally = gossamer::trustee(0).entrust(Tally::new(CLIENTS));
+    tally.migrate_to(gossamer::trustee(1));
+    let before = gossamer::stats().relayed_requests;
+    let remote: Vec<_> = (0..FIBERS * 2)
+        .map(|i| gossamer::spawn_with(per + i % per, remote_client, (tally.clone(), i as u32)))
+        .collect();
+    let mut sent = 0;
+    for h in remote {
+        sent += h.join().expect("a client in another process failed");
+    }
+    let relayed = gossamer::stats().relayed_requests - before;
+    let (total, misordered) = tally.apply(|t| (t.total, t.misordered));
+    assert_eq!(total, sent, "every request counted exactly once");
+    assert_eq!(misordered, 0, "requests out of their client's order");
+    // Each client thread's requests in flight before its first relayed
+    // result came back are relayed, and none after: a few per thread.
+    println!("RELAYED {relayed} of {sent}");
+    assert!(relayed > 0, "the tally moved: the first requests are relayed");
+    assert!(relayed < sent / 20, "{relayed} of {sent} requests relayed: the clients kept no route");
+    assert_eq!(DROPS.load(Ordering::SeqCst), 0);
+    drop(tally);
+    // The last trust gone, the first cell asks rank 1's threads for their
+    // routes back before anything is freed.
+    common::yield_until(Duration::from_secs(20), || DROPS.load(Ordering::SeqCst) != 0);
+    assert_eq!(DROPS.load(Ordering::SeqCst), 1, "dropped once, after the last trust");
+    println!("SCENARIO routes ok");
+}
+
 /// Launches from rank 1 (`launch_with`, the form that crosses) on a
 /// latched counter of rank 0 that moved: each runs where the value is.
 fn launches() {
@@ -173,6 +210,7 @@ fn scenario_entry() {
     let f: fn() = match s.as_str() {
         "moves" => moves,
         "launches" => launches,
+        "routes" => routes,
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, THREADS);
@@ -198,4 +236,64 @@ fn the_same_in_strict_mode() {
 fn launches_from_another_process_follow_the_property() {
     let (out, _) = run_program(scenario("launches", GROUPS), Duration::from_secs(120));
     passed(&out, "launches");
+}
+
+#[test]
+fn other_processes_send_by_routes_to_a_property_that_moved() {
+    let (out, _) = run_program(scenario("routes", GROUPS), Duration::from_secs(120));
+    passed(&out, "routes");
+}
+
+/// Runs scenario `name` over two hosts (host names only, on this
+/// machine): each rank started as an external launcher would, bytes
+/// between them through UCX over TCP, hints and route messages included.
+/// Rank 0's output.
+fn over_two_hosts(name: &str) -> String {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let rendezvous = format!("127.0.0.1:{port}");
+    let mut ranks: Vec<_> = (0..GROUPS)
+        .map(|r| {
+            let mut c = scenario(name, GROUPS);
+            c.env_remove("GOSSAMER_PROCESSES")
+                .env_remove("GOSSAMER_SECRET_FILE")
+                .env("GOSSAMER_HOST", format!("h{r}"))
+                .env("UCX_TLS", "tcp")
+                .env("GOSSAMER_SILENCE_MS", "6000")
+                .env("GOSSAMER_RANK", r.to_string())
+                .env("GOSSAMER_SIZE", GROUPS.to_string())
+                .env("GOSSAMER_RENDEZVOUS", &rendezvous)
+                .env("GOSSAMER_SECRET", format!("migrate-test-{}", std::process::id()));
+            c
+        })
+        .collect();
+    let rank0 = ranks.remove(0);
+    let others: Vec<_> =
+        ranks.into_iter().map(|c| std::thread::spawn(move || run_program(c, Duration::from_secs(180)).0)).collect();
+    let (out, _) = run_program(rank0, Duration::from_secs(180));
+    let t = passed(&out, name);
+    for h in others {
+        let o = h.join().unwrap();
+        assert!(o.status.success(), "rank 1 of {name} failed:\n{}", common::programs::text(&o));
+    }
+    t
+}
+
+/// Routes from another host: the hints, and the messages that ask for a
+/// route back and give it back, cross the fabric.
+#[test]
+fn routes_cross_hosts_too() {
+    if common::netns::ucx_or_skip() {
+        let t = over_two_hosts("routes");
+        assert!(t.contains("RELAYED"), "{t}");
+    }
+}
+
+/// Clients on another host of a property that keeps moving: requests sent
+/// by stale routes reach records, which relay them and tell where the
+/// value went.
+#[test]
+fn moves_with_clients_on_another_host() {
+    if common::netns::ucx_or_skip() {
+        over_two_hosts("moves");
+    }
 }

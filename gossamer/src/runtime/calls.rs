@@ -50,6 +50,22 @@ pub fn current_thread() -> Option<usize> {
     context::current().map(|w| w.index)
 }
 
+/// The counters of the calling fiber's runtime, over this process's
+/// workers, as [`Runtime::stats`](crate::Runtime::stats) gives them.
+///
+/// ```
+/// let rt = gossamer::Runtime::builder().workers(2).build()?;
+/// let stats = rt.block_on(gossamer::stats);
+/// assert_eq!(stats.unhandled_panics, 0);
+/// # Ok::<(), gossamer::Error>(())
+/// ```
+///
+/// # Panics
+/// Outside the runtime's threads.
+pub fn stats() -> super::Stats {
+    worker().shared.stats()
+}
+
 /// Number of worker threads of the calling thread's runtime.
 ///
 /// # Panics

@@ -32,7 +32,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub use builder::Builder;
-pub use calls::{current_thread, spawn, spawn_on, threads, yield_now};
+pub use calls::{current_thread, spawn, spawn_on, stats, threads, yield_now};
 pub use handle::Handle;
 pub use host::host_name;
 pub use join::{JoinFuture, JoinHandle};
@@ -64,6 +64,14 @@ pub struct Stats {
     pub unhandled_panics: u64,
     /// Fibers alive right now, over all workers.
     pub live_fibers: u64,
+    /// Requests that reached a cell a moved property left (see
+    /// [`Trust::migrate_to`](crate::Trust::migrate_to)) and were relayed
+    /// from there to where its value is, over all workers, since the
+    /// start. A client thread, in this process or another, learns where
+    /// the value went from the first of its requests relayed, and sends
+    /// the next ones there: a count that keeps growing means moves faster
+    /// than clients catch up.
+    pub relayed_requests: u64,
 }
 
 /// What shutdown found.
@@ -165,17 +173,9 @@ impl Runtime {
         fence::asymmetric()
     }
 
-    /// Counters.
+    /// Counters of this process's workers (see also [`stats`](crate::stats)).
     pub fn stats(&self) -> Stats {
-        Stats {
-            unhandled_panics: self.shared.unhandled_panics.load(Ordering::Relaxed),
-            live_fibers: self
-                .shared
-                .local
-                .clone()
-                .map(|t| self.shared.doorbell(t).live_fibers.load(Ordering::Relaxed))
-                .sum(),
-        }
+        self.shared.stats()
     }
 
     /// Runs `f` as a fiber on worker 0 and blocks the calling thread until

@@ -97,6 +97,9 @@ pub(crate) struct Local {
     pub(crate) inject: Mutex<Vec<Task>>,
     /// Asynchronous requests from outside the runtime (`apply_async`).
     pub(crate) submissions: Submissions,
+    /// Requests this worker relayed to where a moved property's value is
+    /// (written by the worker alone: a load and a store).
+    pub(crate) relayed: AtomicU64,
 }
 
 /// The front of a request submitted from outside the runtime: a node of
@@ -266,6 +269,7 @@ impl Shared {
                     has_inject: AtomicBool::new(false),
                     inject: Mutex::new(Vec::new()),
                     submissions: Submissions::new(),
+                    relayed: AtomicU64::new(0),
                 })
                 .collect(),
             local,
@@ -343,6 +347,15 @@ impl Shared {
     #[inline]
     pub(crate) fn doorbell(&self, t: usize) -> &Doorbell {
         self.region.doorbell(t)
+    }
+
+    /// The counters of this process's workers.
+    pub(crate) fn stats(&self) -> super::Stats {
+        super::Stats {
+            unhandled_panics: self.unhandled_panics.load(Ordering::Relaxed),
+            live_fibers: self.local.clone().map(|t| self.doorbell(t).live_fibers.load(Ordering::Relaxed)).sum(),
+            relayed_requests: self.locals.iter().map(|l| l.relayed.load(Ordering::Relaxed)).sum(),
+        }
     }
 
     /// Marks the program as stopping (as rank 0 does), and wakes this

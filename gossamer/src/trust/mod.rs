@@ -351,7 +351,7 @@ where
 
 /// Runs the `fn` named by the request with an argument `V` that came
 /// serialized from another process (see `apply_with`).
-unsafe fn with_shim<T: Send + 'static, V: Transferable, U: Transferable>(
+pub(crate) unsafe fn with_shim<T: Send + 'static, V: Transferable, U: Transferable>(
     prop: *mut u8,
     env: *mut u8,
     out: &mut Responder<'_>,
@@ -610,7 +610,17 @@ impl<T: Send + 'static> Trust<T> {
     #[cold]
     #[inline(never)]
     fn routed(&self, w: &Worker) -> bool {
-        migrate::direct::routes(self.cell.as_ptr().addr()) && !w.shared.crosses(Some(w.index), self.trustee as usize)
+        let t = self.trustee as usize;
+        migrate::direct::routes(migrate::direct::key(w, t, self.cell.as_ptr().addr()))
+            && !w.shared.crosses(Some(w.index), t)
+    }
+
+    /// True when this thread keeps a route to this trust's moved property
+    /// of another process (see `migrate::far`).
+    #[cold]
+    #[inline(never)]
+    fn routed_far(&self, w: &Worker) -> bool {
+        migrate::direct::routes(migrate::direct::key(w, self.trustee as usize, self.cell.as_ptr().addr()))
     }
 
     /// `then_impl` by this thread's route to the moved property.
@@ -881,6 +891,15 @@ impl<T: Send + 'static> Trust<T> {
                 if profile::active() {
                     profile::counters::request(cw, key, ty, self.trustee as usize);
                 }
+                if migrate::direct::active() && self.routed_far(cw) {
+                    // Moved, and this thread knows where to: see `migrate::far`.
+                    let (u, dropped) = migrate::far::call_routed(cw, self.trustee as usize, self.cell.as_ptr(), f, w);
+                    if let Some(p) = dropped {
+                        drop(u);
+                        resume_unwind(p);
+                    }
+                    return u;
+                }
                 let wait = Waiter::new(cw.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
                 let ((), original) = crate::channel::remote::with_tail(w, |tail| {
@@ -968,6 +987,15 @@ impl<T: Send + 'static> Trust<T> {
                 let t = self.trustee as usize;
                 if profile::active() {
                     profile::counters::request(cw, self.cell.as_ptr() as usize, std::any::type_name::<T>(), t);
+                }
+                if migrate::direct::active() && self.routed_far(cw) {
+                    // Moved, and this thread knows where to: see `migrate::far`.
+                    let then: migrate::Then<U> = Box::new(move |w, r| {
+                        if let Some((what, p)) = K::run(then, r) {
+                            w.report_panic(what, p);
+                        }
+                    });
+                    return migrate::far::then_routed(cw, t, self.cell.as_ptr(), f, w, then);
                 }
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
                 let ((), original) = crate::channel::remote::with_tail(w, |tail| {

@@ -190,6 +190,9 @@ impl Worker {
         let mut cache = self.codes[c].get();
         let g = self.enter_delegated();
         let kept = self.batch.open();
+        // Whose batch this is, for the requests that answer later (relays
+        // of moved properties) and those that count their clients.
+        self.serving.set(c);
         // SAFETY: our staging slot for `c`, free (checked above); the
         // batch is a checked private copy; each request runs once.
         let (bulk_used, _, range) = unsafe {

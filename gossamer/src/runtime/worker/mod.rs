@@ -247,6 +247,13 @@ impl Worker {
         self.ready.borrow_mut().push_back(id);
     }
 
+    /// Counts one request this worker relayed to where a moved property's
+    /// value is (`Stats::relayed_requests`).
+    pub(crate) fn count_relayed(&self) {
+        let c = &self.shared.local_worker(self.index).relayed;
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
     /// Makes a suspended fiber runnable again.
     #[inline]
     pub(crate) fn make_ready(&self, fiber: u32) {

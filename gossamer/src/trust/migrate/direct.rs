@@ -9,6 +9,14 @@
 //! its requests and told it where the value was; until then, and for every
 //! property that never moved, its requests take the common path, which
 //! pays one thread-local test ([`active`]) for all this.
+//!
+//! Threads of other processes keep routes too, for the requests they may
+//! send there (`apply_with` and its forms, see `far`): the route names a
+//! cell of the property's process, and the messages of the protocol (the
+//! hint, the origin asking for the route back, the thread giving it back)
+//! travel as runtime messages between the processes. Routes are keyed by
+//! the origin's process as well as its address ([`Key`]), as addresses of
+//! different processes may be equal.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -22,6 +30,21 @@ use crate::runtime::worker::Worker;
 
 /// A route: the trustee and cell requests go to, or `None` for the origin.
 type Via = Option<(usize, *mut Header)>;
+
+/// What a thread keys its route to a moved property by: the rank of the
+/// process the property lives in (it moves only within that process) and
+/// its origin's address there.
+pub(crate) type Key = (usize, usize);
+
+/// The key of the property whose origin is at `addr` on trustee `t`.
+#[inline]
+pub(crate) fn key(w: &Worker, t: usize, addr: usize) -> Key {
+    let p = &w.shared.placement;
+    if w.shared.is_local(t) {
+        return (p.rank, addr);
+    }
+    (p.ranks.iter().position(|r| r.contains(&t)).unwrap_or(usize::MAX), addr)
+}
 
 /// A request held back until the route may change, sent by the route
 /// given to it, counted; or, uncounted, through the origin (`None`) once
@@ -81,16 +104,16 @@ impl Hasher for AddrHasher {
     }
 
     fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(26);
+        self.0 = (self.0 ^ n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(26);
     }
 }
 
-type Routes = HashMap<usize, Entry, BuildHasherDefault<AddrHasher>>;
+type Routes = HashMap<Key, Entry, BuildHasherDefault<AddrHasher>>;
 
 thread_local! {
     /// True while this thread keeps a route to some property.
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
-    /// Per origin address.
+    /// Per origin (its process and address).
     static ROUTES: RefCell<Routes> = RefCell::new(Routes::default());
 }
 
@@ -101,9 +124,8 @@ pub(crate) fn active() -> bool {
     ACTIVE.with(Cell::get)
 }
 
-/// True when this thread keeps a route to the property whose origin is at
-/// `origin`.
-pub(crate) fn routes(origin: usize) -> bool {
+/// True when this thread keeps a route to the property `origin`.
+pub(crate) fn routes(origin: Key) -> bool {
     ROUTES.with(|m| m.borrow().contains_key(&origin))
 }
 
@@ -118,7 +140,7 @@ enum Go {
 
 /// What to do with one more request to `origin`; `None` if this thread
 /// keeps no route to it.
-fn issue(origin: usize) -> Option<Go> {
+fn issue(origin: Key) -> Option<Go> {
     ROUTES.with(|m| {
         let mut m = m.borrow_mut();
         let e = m.get_mut(&origin)?;
@@ -134,12 +156,12 @@ fn issue(origin: usize) -> Option<Go> {
 
 /// True when a request to `origin` may not run at once: the yield or the
 /// deferred requests run just now may have changed the entry.
-fn must_wait(origin: usize) -> bool {
+fn must_wait(origin: Key) -> bool {
     ROUTES.with(|m| m.borrow().get(&origin).is_none_or(|e| e.outstanding != 0 || !e.held.is_empty() || e.changing()))
 }
 
 /// Holds `f` until the route to `origin` may change.
-fn hold(origin: usize, f: Held) {
+fn hold(origin: Key, f: Held) {
     ROUTES.with(|m| {
         if let Some(e) = m.borrow_mut().get_mut(&origin) {
             e.held.push_back(f);
@@ -148,7 +170,7 @@ fn hold(origin: usize, f: Held) {
 }
 
 /// A request sent for `origin` completed.
-fn done(w: &Worker, origin: usize) {
+fn done(w: &Worker, origin: Key) {
     let quiet = ROUTES.with(|m| {
         let mut m = m.borrow_mut();
         let Some(e) = m.get_mut(&origin) else { return false };
@@ -197,11 +219,15 @@ fn done(w: &Worker, origin: usize) {
     }
 }
 
-/// Tells the origin's trustee `to` that this thread dropped its route.
-fn acknowledge(w: &Worker, to: usize, origin: usize) {
+/// Tells the origin's trustee `to` that this thread dropped its route to
+/// the property `origin`.
+fn acknowledge(w: &Worker, to: usize, origin: Key) {
+    if !w.shared.is_local(to) {
+        return super::far::acknowledge(w, to, origin.1);
+    }
     w.send(to, move || {
         let w = context::current().expect("gossamer: runtime message outside a worker");
-        origin::retired(w, origin);
+        origin::retired(w, origin.1);
     });
 }
 
@@ -218,16 +244,18 @@ fn acknowledge(w: &Worker, to: usize, origin: usize) {
 pub(super) fn note(w: &Worker, hint: super::Hint) {
     let (t, cell) = (hint.at.0, hint.at.1 .0);
     let from = (hint.from.0, hint.from.1 .0);
+    // The record that tells is in the property's process.
+    let origin = key(w, from.0, hint.origin);
     ROUTES.with(|m| {
         let mut m = m.borrow_mut();
-        match m.get_mut(&hint.origin) {
+        match m.get_mut(&origin) {
             Some(e) if hint.create || e.via.is_some_and(|v| first_hop(w, v) == from) => {
                 e.next = (e.via != Some((t, cell))).then_some((t, cell));
             }
             Some(_) => {}
             None if hint.create => {
                 m.insert(
-                    hint.origin,
+                    origin,
                     Entry {
                         via: None,
                         next: Some((t, cell)),
@@ -260,6 +288,7 @@ fn first_hop(w: &Worker, via: (usize, *mut Header)) -> (usize, *mut Header) {
 /// hand-overs, see `origin`); done once this thread's requests sent by the
 /// route are. Requests issued meanwhile wait, then go through the origin.
 pub(super) fn retire(w: &Worker, from: usize, origin: usize) {
+    let origin = key(w, from, origin);
     let now = ROUTES.with(|m| {
         let mut m = m.borrow_mut();
         match m.get_mut(&origin) {
@@ -285,7 +314,7 @@ pub(super) fn retire(w: &Worker, from: usize, origin: usize) {
 /// (`via` is `None`: it was given back), uncounted to the origin.
 fn go<T: 'static, R: Request<T>>(
     w: &Worker,
-    key: usize,
+    key: Key,
     t: usize,
     origin: *mut PropertyCell<T>,
     via: Option<Via>,
@@ -311,7 +340,7 @@ pub(crate) fn send<T: 'static, R: Request<T>>(
     req: R,
     reply: Reply<R::Out>,
 ) -> Result<(), (R, Reply<R::Out>)> {
-    let key = origin.addr();
+    let key = key(w, t, origin.addr());
     match issue(key) {
         None => Err((req, reply)),
         Some(Go::Send(via)) => {
@@ -335,7 +364,7 @@ where
     F: FnOnce(&mut T) -> U + Send + 'static,
     U: Transferable,
 {
-    let key = origin.addr();
+    let key = key(w, t, origin.addr());
     let here = ROUTES.with(|m| {
         let m = m.borrow();
         let e = m.get(&key)?;
@@ -403,7 +432,7 @@ mod tests {
         Hint { origin, at: (at.0, SendPtr(at.1)), from: (from.0, SendPtr(from.1)), create }
     }
 
-    fn next(origin: usize) -> Option<(usize, *mut Header)> {
+    fn next(origin: Key) -> Option<(usize, *mut Header)> {
         ROUTES.with(|m| m.borrow().get(&origin).and_then(|e| e.next))
     }
 
@@ -417,28 +446,30 @@ mod tests {
             // Addresses of cells on other threads: compared, never read.
             let cell = |n: usize| std::ptr::without_provenance_mut::<Header>(0x1000 * n);
             let origin = 0x7000;
+            // One process: rank 0.
+            let k = (0, origin);
             let (old, newer, unrelated) = ((1, cell(1)), (2, cell(2)), (1, cell(3)));
-            assert!(next(origin).is_none());
+            assert!(next(k).is_none());
             // A record's hint creates no route.
             note(w, hint(origin, newer, old, false));
-            assert!(!routes(origin), "only the origin gives a route");
+            assert!(!routes(k), "only the origin gives a route");
             // The origin's does, first through the origin itself.
             note(w, hint(origin, old, (1, cell(9)), true));
-            assert!(routes(origin));
-            assert_eq!(next(origin), Some(old));
+            assert!(routes(k));
+            assert_eq!(next(k), Some(old));
             ROUTES.with(|m| {
                 let mut m = m.borrow_mut();
-                let e = m.get_mut(&origin).unwrap();
+                let e = m.get_mut(&k).unwrap();
                 e.via = e.next.take();
             });
             // A hint from a record this route does not lead to (another
             // record's relay came back here) leaves the route alone.
             note(w, hint(origin, newer, unrelated, false));
-            assert_eq!(next(origin), None, "a hint about another record's path");
+            assert_eq!(next(k), None, "a hint about another record's path");
             // From the record it leads to: taken as the next route.
             note(w, hint(origin, newer, old, false));
-            assert_eq!(next(origin), Some(newer));
-            ROUTES.with(|m| m.borrow_mut().remove(&origin));
+            assert_eq!(next(k), Some(newer));
+            ROUTES.with(|m| m.borrow_mut().remove(&k));
             ACTIVE.set(false);
         });
     }

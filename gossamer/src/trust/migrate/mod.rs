@@ -92,11 +92,17 @@
 //! Within one process only: a property moves only between trustees of its
 //! process. Requests from other processes (`apply_with` and its forms)
 //! follow it as well: the origin relays them like any other, and sends
-//! each result back to the client's thread in a message of its own (`far`);
-//! such a client keeps no route, as routes name cells of this process. A
-//! launch (`launch` on a `Trust<Latch<T>>`) follows it too: its start is
-//! routed from the origin like a request, and the launched fiber runs
-//! where the value is (`launch`).
+//! each result back to the client's thread in a message of its own, with
+//! the hint (`far`). Such a client keeps routes too, keyed by the
+//! property's process as well as its origin's address (`direct::Key`):
+//! they name cells of the property's process, which its requests reach
+//! there as any request from another process does, and the protocol's
+//! messages (hints, asking for a route back, giving it back) cross as
+//! runtime messages, each on the lane between the two threads, so they
+//! keep the order the rules above need. A launch (`launch` on a
+//! `Trust<Latch<T>>`) follows it too: its start is routed from the origin
+//! like a request, and the launched fiber runs where the value is
+//! (`launch`).
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -440,12 +446,13 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
         }
     }
     let client = w.serving.get();
-    // A client in another process keeps no route (routes are of this
-    // process): it gets the result alone, always through the origin.
+    // A client in another process gets the result in a runtime message of
+    // its own (see `far`).
     let far = !w.shared.is_local(client);
     let token = w.new_id();
     #[cfg(all(test, not(loom)))]
     tests::RELAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    w.count_relayed();
     let key = origin::key_of(h);
     if let Some((_, true)) = key {
         origin::relay_started(h);
@@ -453,10 +460,14 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
     let rec = SendPtr(h);
     let back: Then<R::Out> = Box::new(move |w, r| {
         let rec = rec;
+        let hint = hint_for(w, rec.0, key, client);
         if far {
-            far::deliver(w, client, token, r);
+            far::deliver(w, client, token, r, hint);
         } else {
-            send_back(w, rec.0, key, client, token, r);
+            w.send(client, move || {
+                let w = context::current().expect("gossamer: runtime message outside a worker");
+                relayed_result(w, token, r, hint);
+            });
         }
         if let Some((_, true)) = key {
             origin::relay_ended(w, rec.0);
@@ -467,35 +478,23 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
     Err(Box::new(Relayed(token)))
 }
 
-/// On the record `rec` (of this thread): sends the result `r` of the
-/// request it relayed under `token` to `client`, a thread of this process,
-/// with where the value is now (`key`: the record's origin and whether it
-/// is the origin itself).
-fn send_back<U: Send + 'static>(
-    w: &Worker,
-    rec: *mut Header,
-    key: Option<(usize, bool)>,
-    client: usize,
-    token: u64,
-    r: thread::Result<U>,
-) {
-    let hint = key.and_then(|(origin, is_origin)| {
-        // SAFETY: the record lives until every relayed request it sent on
-        // is answered (see `origin`), on its trustee.
-        match unsafe { property::route(rec) } {
-            Route::Forward(t, cell) => {
-                if is_origin {
-                    origin::routed(rec, client);
-                }
-                Some(Hint { origin, at: (t, SendPtr(cell)), from: (w.index, SendPtr(rec)), create: is_origin })
+/// Where the record `rec` (of this thread) sees the value now, for
+/// `client`, with the result of a request it relayed (`key`: the record's
+/// origin and whether it is the origin itself, which then counts `client`
+/// among the threads it gave a route).
+fn hint_for(w: &Worker, rec: *mut Header, key: Option<(usize, bool)>, client: usize) -> Option<Hint> {
+    let (origin, is_origin) = key?;
+    // SAFETY: the record lives until every relayed request it sent on is
+    // answered (see `origin`), on its trustee.
+    match unsafe { property::route(rec) } {
+        Route::Forward(t, cell) => {
+            if is_origin {
+                origin::routed(rec, client);
             }
-            _ => None,
+            Some(Hint { origin, at: (t, SendPtr(cell)), from: (w.index, SendPtr(rec)), create: is_origin })
         }
-    });
-    w.send(client, move || {
-        let w = context::current().expect("gossamer: runtime message outside a worker");
-        relayed_result(w, token, r, hint);
-    });
+        _ => None,
+    }
 }
 
 // ----- moves -----------------------------------------------------------

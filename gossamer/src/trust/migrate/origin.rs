@@ -120,6 +120,12 @@ fn start_round(w: &Worker, origin: usize, sweep: bool, due: impl Fn(&Origin) -> 
 fn ask_back(w: &Worker, origin: usize, clients: &[usize]) {
     let me = w.index;
     for &c in clients {
+        if !w.shared.is_local(c) {
+            // A thread of another process (see `far`), asked on the lane
+            // that carried every hint this thread sent it.
+            super::far::ask_back(w, c, origin);
+            continue;
+        }
         w.send(c, move || {
             let w = context::current().expect("gossamer: runtime message outside a worker");
             direct::retire(w, me, origin);
@@ -216,6 +222,12 @@ pub(crate) unsafe fn release(w: &Worker, h: *mut Header) {
 /// Starts the retirement of `origin` if it is due.
 fn retire(w: &Worker, origin: usize) {
     start_round(w, origin, false, |o| o.releasing && o.relays == 0);
+}
+
+/// On the origin's thread: whether the origin at `origin` waits for
+/// client threads to give their routes back.
+pub(super) fn awaits(origin: usize) -> bool {
+    ORIGINS.with(|m| m.borrow().get(&origin).is_some_and(|o| o.awaiting.is_some_and(|n| n > 0)))
 }
 
 /// On the origin's thread: a client thread dropped its route to `origin`,
