@@ -173,7 +173,7 @@ impl Runtime {
         fence::asymmetric()
     }
 
-    /// Counters of this process's workers (see also [`stats`](crate::stats)).
+    /// Counters of this process's workers (see also [`gossamer::stats`](crate::stats)).
     pub fn stats(&self) -> Stats {
         self.shared.stats()
     }

@@ -70,6 +70,11 @@ impl Placement {
         }
     }
 
+    /// The rank of the process that runs thread `t`, if any does.
+    pub(crate) fn rank_of(&self, t: usize) -> Option<usize> {
+        self.ranks.iter().position(|r| r.contains(&t))
+    }
+
     /// The index of the host that runs thread `t`.
     pub(crate) fn host_of(&self, t: usize) -> usize {
         self.hosts.iter().position(|h| h.contains(&t)).expect("gossamer: a thread outside every host")

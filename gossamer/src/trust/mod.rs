@@ -610,16 +610,14 @@ impl<T: Send + 'static> Trust<T> {
     #[cold]
     #[inline(never)]
     fn routed(&self, w: &Worker) -> bool {
-        let t = self.trustee as usize;
-        migrate::direct::routes(migrate::direct::key(w, t, self.cell.as_ptr().addr()))
-            && !w.shared.crosses(Some(w.index), t)
+        self.keeps_route(w) && !w.shared.crosses(Some(w.index), self.trustee as usize)
     }
 
-    /// True when this thread keeps a route to this trust's moved property
-    /// of another process (see `migrate::far`).
+    /// True when this thread keeps a route to this trust's moved property,
+    /// of this process or another (see `migrate::direct`).
     #[cold]
     #[inline(never)]
-    fn routed_far(&self, w: &Worker) -> bool {
+    fn keeps_route(&self, w: &Worker) -> bool {
         migrate::direct::routes(migrate::direct::key(w, self.trustee as usize, self.cell.as_ptr().addr()))
     }
 
@@ -891,7 +889,7 @@ impl<T: Send + 'static> Trust<T> {
                 if profile::active() {
                     profile::counters::request(cw, key, ty, self.trustee as usize);
                 }
-                if migrate::direct::active() && self.routed_far(cw) {
+                if migrate::direct::active() && self.keeps_route(cw) {
                     // Moved, and this thread knows where to: see `migrate::far`.
                     let (u, dropped) = migrate::far::call_routed(cw, self.trustee as usize, self.cell.as_ptr(), f, w);
                     if let Some(p) = dropped {
@@ -988,7 +986,7 @@ impl<T: Send + 'static> Trust<T> {
                 if profile::active() {
                     profile::counters::request(cw, self.cell.as_ptr() as usize, std::any::type_name::<T>(), t);
                 }
-                if migrate::direct::active() && self.routed_far(cw) {
+                if migrate::direct::active() && self.keeps_route(cw) {
                     // Moved, and this thread knows where to: see `migrate::far`.
                     let then: migrate::Then<U> = Box::new(move |w, r| {
                         if let Some((what, p)) = K::run(then, r) {

@@ -43,7 +43,7 @@ pub(crate) fn key(w: &Worker, t: usize, addr: usize) -> Key {
     if w.shared.is_local(t) {
         return (p.rank, addr);
     }
-    (p.ranks.iter().position(|r| r.contains(&t)).unwrap_or(usize::MAX), addr)
+    (p.rank_of(t).unwrap_or(usize::MAX), addr)
 }
 
 /// A request held back until the route may change, sent by the route

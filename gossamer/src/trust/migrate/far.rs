@@ -9,7 +9,8 @@
 //!
 //! With the result goes where the value is (a hint, as within the
 //! process): the client's thread then keeps a route (`direct`) and sends
-//! its next requests (`apply_with` and its forms: [`send_routed`]) straight
+//! its next requests (`apply_with` and its forms: [`call_routed`],
+//! [`then_routed`]) straight
 //! to the cell that holds the value, in the property's process, under the
 //! same rules as a thread of that process: a route changes only while none
 //! of the thread's requests by it is outstanding, a stale route reaches a
@@ -31,11 +32,9 @@
 //! sent it (which is the property's), and a route given back or asked for
 //! only for an origin of the thread that receives it.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 use std::thread;
-
-use std::ops::Range;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use super::{direct, origin, relay, relayed_result, Closure, Hint, Reply, Request};
 use crate::channel::record::{tail_bytes, take_env, value_words, Responder, Shim};
@@ -45,6 +44,7 @@ use crate::channel::remote::{
 use crate::channel::slot::Word;
 use crate::runtime::context;
 use crate::runtime::property::{Header, PropertyCell, SendPtr};
+use crate::runtime::shared::Placement;
 use crate::runtime::worker::{Completion, Worker};
 use crate::trust::remote_ops::complete_ignore;
 use crate::trust::{pull, Transferable};
@@ -96,18 +96,18 @@ fn hint_words(h: Option<Hint>) -> HintWords {
 /// The hint in `words`, sent by thread `sender` of another process, if it
 /// is one that thread may give: every cell it names is of the sender's
 /// process, the telling record is the sender's, and no address is null.
-/// `ranks`: the threads of each process; `me`: this process's rank. The
-/// cells' addresses are only ever sent back to that process, never read
-/// here.
-fn hint_from(ranks: &[Range<usize>], me: usize, sender: usize, words: HintWords) -> Option<Hint> {
+/// `p`: where the threads of the program are (`p.rank` is this process).
+/// The cells' addresses are only ever sent back to that process, never
+/// read here.
+fn hint_from(p: &Placement, sender: usize, words: HintWords) -> Option<Hint> {
     if words[0] & 1 == 0 {
         return None;
     }
-    let rank_of = |t: u64| usize::try_from(t).ok().and_then(|t| ranks.iter().position(|r| r.contains(&t)));
-    let sender_rank = rank_of(sender as u64);
+    let rank_of = |t: u64| usize::try_from(t).ok().and_then(|t| p.rank_of(t));
+    let sender_rank = p.rank_of(sender);
     let ok = words[0] <= 3
         && sender_rank.is_some()
-        && sender_rank != Some(me)
+        && sender_rank != Some(p.rank)
         && rank_of(words[2]) == sender_rank
         && words[4] == sender as u64
         && words[1] != 0
@@ -176,8 +176,7 @@ unsafe fn deliver_shim<U: Transferable>(_prop: *mut u8, env: *mut u8, out: &mut 
     let w = context::current().expect("gossamer: a request served outside a worker");
     let mut hint = [0u64; 6];
     hint.copy_from_slice(&words[1..]);
-    let p = &w.shared.placement;
-    let hint = hint_from(&p.ranks, p.rank, w.serving.get(), hint);
+    let hint = hint_from(&w.shared.placement, w.serving.get(), hint);
     relayed_result(w, words[0], r, hint);
     out.put_any::<()>(Ok(()));
 }
@@ -357,9 +356,15 @@ mod tests {
 
     use super::*;
 
-    /// Two processes of 2 threads each; this one is rank 1.
-    fn ranks() -> Vec<Range<usize>> {
-        vec![0..2, 2..4]
+    /// Two processes of 2 threads each, on one host; this one is rank 1.
+    fn placement() -> Placement {
+        Placement {
+            rank: 1,
+            ranks: vec![0..2, 2..4],
+            hosts: std::iter::once(0..4).collect(),
+            host_names: vec!["h".into()],
+            key: [1, 2],
+        }
     }
 
     fn cell(a: usize) -> SendPtr<*mut Header> {
@@ -370,32 +375,32 @@ mod tests {
     fn a_hint_of_the_senders_process_arrives_as_sent() {
         for create in [false, true] {
             let h = Hint { origin: 0x1000, at: (1, cell(0x2000)), from: (0, cell(0x3000)), create };
-            let got = hint_from(&ranks(), 1, 0, hint_words(Some(h))).expect("a valid hint");
+            let got = hint_from(&placement(), 0, hint_words(Some(h))).expect("a valid hint");
             assert_eq!(got.origin, 0x1000);
             assert_eq!((got.at.0, got.at.1 .0.addr()), (1, 0x2000));
             assert_eq!((got.from.0, got.from.1 .0.addr()), (0, 0x3000));
             assert_eq!(got.create, create);
         }
-        assert!(hint_from(&ranks(), 1, 0, hint_words(None)).is_none());
+        assert!(hint_from(&placement(), 0, hint_words(None)).is_none());
     }
 
     #[test]
     fn hints_naming_cells_elsewhere_are_refused() {
         let h = |at: usize, from: usize| Hint { origin: 8, at: (at, cell(16)), from: (from, cell(24)), create: true };
         // The value on a thread of this process, or of no process.
-        assert!(hint_from(&ranks(), 1, 0, hint_words(Some(h(2, 0)))).is_none());
-        assert!(hint_from(&ranks(), 1, 0, hint_words(Some(h(9, 0)))).is_none());
+        assert!(hint_from(&placement(), 0, hint_words(Some(h(2, 0)))).is_none());
+        assert!(hint_from(&placement(), 0, hint_words(Some(h(9, 0)))).is_none());
         // A record that is not the sender's.
-        assert!(hint_from(&ranks(), 1, 0, hint_words(Some(h(1, 1)))).is_none());
+        assert!(hint_from(&placement(), 0, hint_words(Some(h(1, 1)))).is_none());
         // A sender of this process.
-        assert!(hint_from(&ranks(), 1, 2, hint_words(Some(h(3, 2)))).is_none());
+        assert!(hint_from(&placement(), 2, hint_words(Some(h(3, 2)))).is_none());
         // Null addresses, unknown flags.
         let mut w = hint_words(Some(h(1, 0)));
         w[3] = 0;
-        assert!(hint_from(&ranks(), 1, 0, w).is_none());
+        assert!(hint_from(&placement(), 0, w).is_none());
         let mut w = hint_words(Some(h(1, 0)));
         w[0] |= 4;
-        assert!(hint_from(&ranks(), 1, 0, w).is_none());
+        assert!(hint_from(&placement(), 0, w).is_none());
     }
 
     #[cfg(not(miri))]
@@ -404,7 +409,7 @@ mod tests {
         /// cells of the sender's process, with the sender as the record.
         #[test]
         fn any_words_give_a_valid_hint_or_none(words in proptest::array::uniform6(any::<u64>()), sender in 0usize..6) {
-            if let Some(h) = hint_from(&ranks(), 1, sender, words) {
+            if let Some(h) = hint_from(&placement(), sender, words) {
                 prop_assert!(sender < 2);
                 prop_assert!(h.at.0 < 2);
                 prop_assert_eq!(h.from.0, sender);
