@@ -21,7 +21,9 @@
 //! A third moves the tally once before rank 1's clients start: each client
 //! thread learns where the value went from its first relayed request and
 //! sends the rest there by its route, so that only a few requests are
-//! relayed (`gossamer::stats`), with the same totals and order.
+//! relayed (`gossamer::stats`), with the same totals and order. A fourth
+//! mixes launches into those routed requests: a launch starts at the
+//! origin, yet runs after the requests its client sent by the route.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -204,6 +206,53 @@ fn launches() {
     println!("SCENARIO launches ok");
 }
 
+/// The one client, in another process, of a latched tally that moved:
+/// runs of `apply_with_then` (sent by the thread's route once it has one),
+/// each followed by launches (which start at the origin): a
+/// `launch_with_then` or a `launch_with`, then a `launch_with`. (One
+/// client only: a request that reaches the value while a launch of
+/// another client holds the latch is refused, whatever the order.)
+fn routed_launcher(tally: Trust<gossamer::Latch<Tally>>) -> u64 {
+    let client = 0;
+    for seq in 0..4 * OPS {
+        let a = (client, seq);
+        match seq % 8 {
+            6 if seq / 8 % 2 == 0 => tally.launch_with_then(Tally::add, a, |_| ()),
+            6 | 7 => drop(tally.launch_with(Tally::add, a)),
+            _ => tally.apply_with_then(|l, a| l.get_mut().add(a), a, |_| ()),
+        }
+    }
+    // Runs after every request above.
+    tally.launch_with(|_, ()| (), ());
+    4 * OPS
+}
+
+/// Launches from rank 1 mixed into requests sent by routes (see
+/// `routed_launcher`): every one runs once, in its client's order.
+fn routed_launches() {
+    let per = THREADS / GROUPS;
+    let tally = gossamer::trustee(0).entrust(gossamer::Latch::new(Tally::new(1)));
+    tally.migrate_to(gossamer::trustee(1));
+    let before = gossamer::stats().relayed_requests;
+    let sent = gossamer::spawn_with(per, routed_launcher, tally.clone())
+        .join()
+        .expect("the client in another process failed (a request refused: a launch overtook it)");
+    let relayed = gossamer::stats().relayed_requests - before;
+    let (total, misordered) = tally.launch(|t| (t.total, t.misordered));
+    assert_eq!(total, sent, "every request counted exactly once");
+    assert_eq!(misordered, 0, "requests out of their client's order");
+    println!("RELAYED {relayed} of {sent}");
+    // In strict mode, where the processes are simulated, a client of
+    // another one keeps no route: its requests are all relayed.
+    if std::env::var_os("GOSSAMER_STRICT").is_none() {
+        assert!(relayed < sent / 20, "{relayed} of {sent} requests relayed: the clients kept no route");
+    }
+    drop(tally);
+    common::yield_until(Duration::from_secs(20), || DROPS.load(Ordering::SeqCst) != 0);
+    assert_eq!(DROPS.load(Ordering::SeqCst), 1, "dropped once, after the last trust");
+    println!("SCENARIO routed_launches ok");
+}
+
 #[test]
 fn scenario_entry() {
     let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
@@ -211,6 +260,7 @@ fn scenario_entry() {
         "moves" => moves,
         "launches" => launches,
         "routes" => routes,
+        "routed_launches" => routed_launches,
         other => panic!("unknown scenario {other}"),
     };
     gossamer::main(f, THREADS);
@@ -242,6 +292,20 @@ fn launches_from_another_process_follow_the_property() {
 fn other_processes_send_by_routes_to_a_property_that_moved() {
     let (out, _) = run_program(scenario("routes", GROUPS), Duration::from_secs(120));
     passed(&out, "routes");
+}
+
+#[test]
+fn launches_from_another_process_run_after_its_routed_requests() {
+    let (out, _) = run_program(scenario("routed_launches", GROUPS), Duration::from_secs(120));
+    passed(&out, "routed_launches");
+}
+
+#[test]
+fn routed_launches_in_strict_mode() {
+    let mut cmd = scenario("routed_launches", 1);
+    cmd.env("GOSSAMER_STRICT", GROUPS.to_string());
+    let (out, _) = run_program(cmd, Duration::from_secs(120));
+    passed(&out, "routed_launches");
 }
 
 /// Runs scenario `name` over two hosts (host names only, on this
@@ -285,6 +349,14 @@ fn routes_cross_hosts_too() {
     if common::netns::ucx_or_skip() {
         let t = over_two_hosts("routes");
         assert!(t.contains("RELAYED"), "{t}");
+    }
+}
+
+/// Launches from another host behind requests sent there by its route.
+#[test]
+fn routed_launches_cross_hosts_too() {
+    if common::netns::ucx_or_skip() {
+        over_two_hosts("routed_launches");
     }
 }
 

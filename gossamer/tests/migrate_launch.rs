@@ -239,3 +239,49 @@ fn a_move_right_after_a_launch_returned_is_never_refused_whatever_thread_asks() 
         });
     });
 }
+
+const ROUTED_OPS: u32 = 4000;
+
+/// The one client of a property that moved, on a thread that keeps a
+/// route to it: runs of `apply_then` (which go straight to the holder
+/// once the route is known), each run followed by launches (which start at
+/// the origin): a `launch_then` or a `launch`, then a `launch`. (One
+/// client only: a request that reaches the value while a launch of
+/// another client holds the latch is refused, whatever the order.)
+fn routed_client(t: Trust<Latch<Vec<(u32, u32)>>>) {
+    let c = 0;
+    for k in 0..ROUTED_OPS {
+        match k % 8 {
+            6 if k / 8 % 2 == 0 => t.launch_then(move |log| log.push((c, k)), |()| ()),
+            6 | 7 => t.launch(move |log| log.push((c, k))),
+            _ => t.apply_then(move |l| l.get_mut().push((c, k)), |()| ()),
+        }
+    }
+}
+
+#[test]
+fn a_launch_runs_after_the_requests_its_thread_sent_straight_to_the_holder() {
+    within(120, || {
+        let rt = rt(3);
+        let log = rt.block_on(|| {
+            // Entrusted on 1, held on 2: clients on 0 learn the route to 2
+            // from their first relayed requests and send there directly,
+            // while every launch starts at the origin, on 1.
+            let t = gossamer::trustee(1).entrust(Latch::new(Vec::new()));
+            t.migrate_to(gossamer::trustee(2));
+            let before = gossamer::stats().relayed_requests;
+            let client = t.clone();
+            gossamer::spawn_on(0, move || routed_client(client))
+                .join()
+                .expect("a request was refused: a launch overtook it");
+            // Without routes nothing could overtake anything: the origin
+            // relays what the route does not carry, the launches among them.
+            let relayed = gossamer::stats().relayed_requests - before;
+            let sent = u64::from(ROUTED_OPS);
+            println!("RELAYED {relayed} of {sent}");
+            assert!(relayed < sent / 20, "{relayed} of {sent} requests relayed: the clients kept no route");
+            t.launch(std::mem::take)
+        });
+        check_order(&log, 1, ROUTED_OPS);
+    });
+}

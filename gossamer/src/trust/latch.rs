@@ -360,6 +360,9 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         w.check_may_block();
         if w.shared.crosses(Some(w.index), self.trustee as usize) {
             let code = crate::channel::remote::fn_offset(f as usize);
+            // The start goes to the origin: after what this thread sent
+            // straight to where the value moved (see `start`).
+            super::migrate::direct::wait_routed(w, self.trustee as usize, self.cell.as_ptr().addr());
             let handle = super::remote_ops::spawn_with(
                 self.trustee as usize,
                 far_launch_with::<T, V, U>,
@@ -408,22 +411,24 @@ impl<T: Send + 'static> Trust<Latch<T>> {
         let w = context::current().expect("gossamer: launch_with_then must be called from the runtime");
         assert!(w.shared.id == self.runtime, "gossamer: this Trust belongs to another runtime");
         if w.shared.crosses(Some(w.index), self.trustee as usize) {
-            // The request leaves now; a fiber of this thread waits for the
-            // result and runs `then` with it, as the reply would here.
+            // The request leaves now (or once what this thread sent
+            // straight to where the value moved has run, see `start`); a
+            // fiber of this thread waits for the result and runs `then`
+            // with it, as the reply would here.
             let code = crate::channel::remote::fn_offset(f as usize);
-            let handle = super::remote_ops::spawn_with(
-                self.trustee as usize,
-                far_launch_with::<T, V, U>,
-                (self.clone(), code, v),
-            );
-            w.spawn_boxed(Box::new(move || match handle.join() {
-                Ok(u) => then(u),
-                Err(p) => {
-                    if let Some(w) = context::current() {
-                        w.report_panic("launched closure", p.into_panic());
+            let (t, trust) = (self.trustee as usize, self.clone());
+            let send = move |w: &Worker| {
+                let handle = super::remote_ops::spawn_with(t, far_launch_with::<T, V, U>, (trust, code, v));
+                w.spawn_boxed(Box::new(move || match handle.join() {
+                    Ok(u) => then(u),
+                    Err(p) => {
+                        if let Some(w) = context::current() {
+                            w.report_panic("launched closure", p.into_panic());
+                        }
                     }
-                }
-            }));
+                }));
+            };
+            super::migrate::direct::after_routed(w, t, self.cell.as_ptr().addr(), send);
             return;
         }
         let target: *const () = Box::into_raw(Box::new(then)).cast_const().cast();
@@ -485,6 +490,10 @@ impl<T: Send + 'static> Trust<Latch<T>> {
             let w = context::current().expect("launch outside its runtime");
             w.spawn_boxed(Box::new(job));
         };
-        w.send(self.trustee as usize, spawn);
+        // A thread that sends this property's requests straight to where
+        // its value moved sends the start (through the origin) only once
+        // those requests have run, so that it reaches the value after them.
+        let t = self.trustee as usize;
+        super::migrate::direct::after_routed(w, t, self.cell.as_ptr().addr(), move |w| w.send(t, spawn));
     }
 }

@@ -17,6 +17,11 @@
 //! travel as runtime messages between the processes. Routes are keyed by
 //! the origin's process as well as its address ([`Key`]), as addresses of
 //! different processes may be equal.
+//!
+//! What goes through the origin whatever the route (the start of a launch)
+//! is a *detour* ([`after_routed`]): it waits in the entry, in issue
+//! order, until every request the route carries has completed, and what
+//! the thread issues after it waits behind it.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -51,6 +56,16 @@ pub(crate) fn key(w: &Worker, t: usize, addr: usize) -> Key {
 /// the route is given back.
 type Held = Box<dyn FnOnce(&Worker, Option<Via>)>;
 
+/// What waits in an entry, in issue order.
+enum Waiting {
+    /// A request for the route (see [`Held`]).
+    Routed(Held),
+    /// Something that goes through the origin whatever the route (the
+    /// start of a launch), sent once every request the route carries has
+    /// completed.
+    Detour(Box<dyn FnOnce(&Worker)>),
+}
+
 /// This thread's route to one moved property.
 struct Entry {
     /// Where its requests go now.
@@ -64,8 +79,9 @@ struct Entry {
     /// existed has run (one sent by the entry completed with nothing
     /// outstanding after it).
     settled: bool,
-    /// Requests issued while the route waits to change, in issue order.
-    held: VecDeque<Held>,
+    /// Requests issued while the route waits to change or behind a
+    /// detour, in issue order.
+    held: VecDeque<Waiting>,
     /// The origin's trustee, once it asked for the route back.
     retiring: Option<usize>,
 }
@@ -164,7 +180,53 @@ fn must_wait(origin: Key) -> bool {
 fn hold(origin: Key, f: Held) {
     ROUTES.with(|m| {
         if let Some(e) = m.borrow_mut().get_mut(&origin) {
-            e.held.push_back(f);
+            e.held.push_back(Waiting::Routed(f));
+        }
+    });
+}
+
+/// Runs `send`, which sends something for the property whose origin is
+/// at `origin` on trustee `t` through the origin whatever this thread's
+/// route (the start of a launch, see `migrate::launch`), once it cannot
+/// overtake what this thread sent earlier by the route: at once if
+/// nothing is outstanding or held, else after those requests (the ones
+/// held first) have completed. Requests issued meanwhile wait behind it.
+pub(crate) fn after_routed(w: &Worker, t: usize, origin: usize, send: impl FnOnce(&Worker) + 'static) {
+    match busy(w, t, origin) {
+        None => send(w),
+        Some(key) => detour(key, Box::new(send)),
+    }
+}
+
+/// From a fiber that may block: returns once every request this thread
+/// sent by its route to the property whose origin is at `origin` on
+/// trustee `t` has completed (at once if none is outstanding or held),
+/// for a detour the fiber sends itself. Requests issued meanwhile wait
+/// until it resumes.
+pub(crate) fn wait_routed(w: &Worker, t: usize, origin: usize) {
+    let Some(key) = busy(w, t, origin) else { return };
+    let wait = Waiter::<()>::new(w.current_fiber());
+    let reply = Reply::<()>::Wake(wait.as_data());
+    detour(key, Box::new(move |w| reply.finish(w, Ok(()))));
+    wait.wait();
+}
+
+/// The key of the property whose origin is at `origin` on trustee `t`
+/// if this thread has requests to it outstanding or held by a route.
+fn busy(w: &Worker, t: usize, origin: usize) -> Option<Key> {
+    if !active() {
+        return None;
+    }
+    let key = key(w, t, origin);
+    let busy = ROUTES.with(|m| m.borrow().get(&key).is_some_and(|e| e.outstanding != 0 || !e.held.is_empty()));
+    busy.then_some(key)
+}
+
+/// Holds `send` behind everything the route to `origin` carries or holds.
+fn detour(origin: Key, send: Box<dyn FnOnce(&Worker)>) {
+    ROUTES.with(|m| {
+        if let Some(e) = m.borrow_mut().get_mut(&origin) {
+            e.held.push_back(Waiting::Detour(send));
         }
     });
 }
@@ -196,26 +258,36 @@ fn done(w: &Worker, origin: Key) {
     });
     if let Some((to, held)) = given_back {
         acknowledge(w, to, origin);
-        for f in held {
-            f(w, None);
+        for h in held {
+            match h {
+                Waiting::Routed(f) => f(w, None),
+                Waiting::Detour(f) => f(w),
+            }
         }
         return;
     }
-    // Send what was held, in order, by the new route.
+    // Send what was held, in order, by the new route; a detour once
+    // everything sent before it has completed.
     loop {
         let step = ROUTES.with(|m| {
             let mut m = m.borrow_mut();
             let e = m.get_mut(&origin)?;
-            if e.held.is_empty() || (e.outstanding != 0 && e.changing()) {
-                return None;
+            match e.held.front()? {
+                Waiting::Detour(_) if e.outstanding != 0 => None,
+                Waiting::Routed(_) if e.outstanding != 0 && e.changing() => None,
+                Waiting::Detour(_) => e.held.pop_front().map(|h| (h, None)),
+                Waiting::Routed(_) => {
+                    e.switch();
+                    e.outstanding += 1;
+                    e.held.pop_front().map(|h| (h, Some(e.via)))
+                }
             }
-            e.switch();
-            let f = e.held.pop_front()?;
-            e.outstanding += 1;
-            Some((f, e.via))
         });
-        let Some((f, via)) = step else { break };
-        f(w, Some(via));
+        match step {
+            Some((Waiting::Routed(f), via)) => f(w, via),
+            Some((Waiting::Detour(f), _)) => f(w),
+            None => break,
+        }
     }
 }
 

@@ -7,7 +7,11 @@
 //! has moved, the start is routed from there like any request the origin's
 //! own thread sends (held while the value is handed over, relayed by a
 //! record if it meets one), so it reaches the value exactly once and in
-//! order with the requests before it. On the holder it marks the cell
+//! order with the requests before it. A caller whose thread sends the
+//! property's requests straight to the holder by a route (`direct`) sends
+//! the start to the origin only once those have completed
+//! (`direct::after_routed`, `direct::wait_routed`): a start that went
+//! ahead of them would lend the value first, and they would be refused. On the holder it marks the cell
 //! *lent* at once, before any later request runs there, and starts the
 //! fiber that takes the latch. A lent cell refuses closures and hand-overs
 //! alike (a hand-over is an ordinary request to the holder), so the value

@@ -102,7 +102,11 @@
 //! keep the order the rules above need. A launch (`launch` on a
 //! `Trust<Latch<T>>`) follows it too: its start is routed from the origin
 //! like a request, and the launched fiber runs where the value is
-//! (`launch`).
+//! (`launch`). A thread that keeps a route sends the start (to the origin,
+//! whatever its route) only once the requests its route carries have
+//! completed, and holds the requests it issues meanwhile behind it
+//! (`direct::after_routed`): the start then reaches the value after them,
+//! as it would on a property that never moved.
 
 use std::any::Any;
 use std::cell::RefCell;
@@ -119,6 +123,8 @@ mod follow_control;
 pub(crate) mod launch;
 #[cfg(all(test, loom))]
 mod loom_chain;
+#[cfg(all(test, loom))]
+mod loom_detour;
 #[cfg(all(test, loom))]
 mod loom_launch;
 #[cfg(all(test, loom))]
