@@ -192,7 +192,7 @@ impl Worker {
         let kept = self.batch.open();
         // Whose batch this is, for the requests that answer later (relays
         // of moved properties) and those that count their clients.
-        self.serving.set(c);
+        let of = self.batch_of(c);
         // SAFETY: our staging slot for `c`, free (checked above); the
         // batch is a checked private copy; each request runs once.
         let (bulk_used, _, range) = unsafe {
@@ -203,6 +203,7 @@ impl Worker {
             })
         };
         drop(kept);
+        drop(of);
         drop(g);
         self.codes[c].set(cache);
         self.served[c].set(seq as u32);

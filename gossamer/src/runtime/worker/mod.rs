@@ -91,8 +91,9 @@ pub(crate) struct Worker {
     /// Where this worker's time goes (see `load`).
     meter: load::Meter,
     /// The client whose batch this trustee serves now (for requests that a
-    /// moved property's first cell relays, see `trust::migrate`).
-    pub(crate) serving: Cell<usize>,
+    /// moved property's first cell relays, see `trust::migrate`), or
+    /// `usize::MAX` between batches: read through [`Worker::batch_client`].
+    serving: Cell<usize>,
     /// Locks of properties this trustee keeps until the batch it serves
     /// ends (see `batch_hold`).
     pub(crate) batch: batch_hold::BatchHolds,
@@ -113,6 +114,16 @@ pub(crate) struct DelegatedGuard<'a> {
 impl Drop for DelegatedGuard<'_> {
     fn drop(&mut self) {
         self.w.delegated.set(self.prev);
+    }
+}
+
+/// While it lives, the worker serves one client's batch (see
+/// [`Worker::batch_of`]).
+pub(super) struct BatchOf<'a>(&'a Worker);
+
+impl Drop for BatchOf<'_> {
+    fn drop(&mut self) {
+        self.0.serving.set(usize::MAX);
     }
 }
 
@@ -169,15 +180,25 @@ impl Worker {
         self.delegated.replace(on)
     }
 
+    /// Records that this worker serves the batch of client `c` until the
+    /// guard goes.
+    #[inline]
+    pub(super) fn batch_of(&self, c: usize) -> BatchOf<'_> {
+        self.serving.set(c);
+        BatchOf(self)
+    }
+
+    /// The client whose batch this worker serves now; `None` between
+    /// batches (a request then comes from one of this worker's own fibers
+    /// or callbacks).
+    #[inline]
+    pub(crate) fn batch_client(&self) -> Option<usize> {
+        Some(self.serving.get()).filter(|&c| c != usize::MAX)
+    }
+
     #[inline]
     pub(crate) fn enter_delegated(&self) -> DelegatedGuard<'_> {
         DelegatedGuard { w: self, prev: self.delegated.replace(true) }
-    }
-
-    /// True while a closure (or a runtime message, or a drop) runs on this
-    /// worker.
-    pub(crate) fn in_delegated(&self) -> bool {
-        self.delegated.get()
     }
 
     /// Panics unless the caller is a fiber outside delegated context.

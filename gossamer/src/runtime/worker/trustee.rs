@@ -45,7 +45,7 @@ impl Worker {
             let mut batch = 0usize;
             let g = self.enter_delegated();
             let kept = self.batch.open();
-            self.serving.set(c);
+            let of = self.batch_of(c);
             if self.shared.is_local(c) {
                 // SAFETY: the flag change means client `c` published a
                 // complete batch and waits for our answer before touching
@@ -86,6 +86,7 @@ impl Worker {
                 self.codes[c].set(cache);
             }
             drop(kept);
+            drop(of);
             drop(g);
             resp.publish(flag);
             self.served[c].set(flag);

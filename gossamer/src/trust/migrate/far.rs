@@ -176,7 +176,8 @@ unsafe fn deliver_shim<U: Transferable>(_prop: *mut u8, env: *mut u8, out: &mut 
     let w = context::current().expect("gossamer: a request served outside a worker");
     let mut hint = [0u64; 6];
     hint.copy_from_slice(&words[1..]);
-    let hint = hint_from(&w.shared.placement, w.serving.get(), hint);
+    let sender = w.batch_client().expect("gossamer: a relayed result outside its sender's batch");
+    let hint = hint_from(&w.shared.placement, sender, hint);
     relayed_result(w, words[0], r, hint);
     out.put_any::<()>(Ok(()));
 }
@@ -201,7 +202,8 @@ unsafe fn on_route_message(
     // SAFETY: per the contract: a `u64`, read inside the record.
     let r = unsafe { take_env::<u64>(env as *const Word, out) }.and_then(|origin| {
         let w = context::current().expect("gossamer: a request served outside a worker");
-        f(w, w.serving.get(), origin as usize)
+        let sender = w.batch_client().expect("gossamer: a route message outside its sender's batch");
+        f(w, sender, origin as usize)
     });
     out.put_any::<()>(r.map_err(|m| Box::new(m) as Box<dyn std::any::Any + Send>));
 }

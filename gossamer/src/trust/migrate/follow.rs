@@ -314,8 +314,9 @@ impl Follow for State {
     unsafe fn observe(&mut self, h: *const Header) {
         let Some(w) = context::current() else { return };
         // A request a trustee serves comes from the client of the batch;
-        // one it runs outside a batch, from one of its own fibers.
-        let client = if w.in_delegated() { w.serving.get() } else { w.index };
+        // one it runs outside a batch, from one of its own fibers (or
+        // callbacks).
+        let client = w.batch_client().unwrap_or(w.index);
         let Some(to) = self.count(client, w.index, |t| w.shared.is_local(t), Instant::now) else { return };
         tracing::debug!(trustee = w.index, to, "a following property moves to where its requests come from");
         // SAFETY: per the contract.

@@ -451,7 +451,7 @@ pub(crate) unsafe fn relay<T: 'static, R: Request<T>>(h: *mut Header, req: R) ->
             return run_here(w, cell.cast(), req);
         }
     }
-    let client = w.serving.get();
+    let client = w.batch_client().expect("gossamer: a moved property relayed a request outside a client's batch");
     // A client in another process gets the result in a runtime message of
     // its own (see `far`).
     let far = !w.shared.is_local(client);
