@@ -17,6 +17,8 @@ use std::collections::VecDeque;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
+use super::loom_model::model;
+
 const ORIGIN: usize = 0;
 const HOLDER: usize = 1;
 const CLIENT: usize = 2;
@@ -197,13 +199,6 @@ fn run(detour: bool) {
     assert_eq!(g.log, [0, 1, 2], "everything ran once, in the script's order");
     assert!(g.answered.iter().all(|&a| a));
     assert!(g.held.is_empty() && g.outstanding == 0);
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.max_branches = 100_000;
-    b.check(f);
 }
 
 #[test]

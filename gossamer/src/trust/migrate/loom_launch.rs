@@ -22,6 +22,8 @@ use std::collections::VecDeque;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 
+use super::loom_model::model;
+
 const ORIGIN: usize = 0;
 const FIRST: usize = 1;
 const SECOND: usize = 2;
@@ -283,13 +285,6 @@ fn run_caller() {
     assert_eq!(g.log, [0]);
     assert!(!g.refused, "a move asked for after the launch returned was refused as if the launch were out");
     assert!(g.moved);
-}
-
-fn model(f: impl Fn() + Sync + Send + 'static) {
-    let mut b = loom::model::Builder::new();
-    b.preemption_bound = Some(3);
-    b.max_branches = 100_000;
-    b.check(f);
 }
 
 #[test]

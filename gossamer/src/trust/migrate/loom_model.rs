@@ -344,7 +344,8 @@ fn run(via: usize, settled: bool, next: Option<usize>) {
     assert_eq!(g.log, (0..OPS).collect::<Vec<_>>(), "each request once, in issue order");
 }
 
-fn model(f: impl Fn() + Sync + Send + 'static) {
+/// Checks `f` under loom, within the bounds every model of `migrate` uses.
+pub(super) fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     // Bounded preemptions keep the search short (every lock of the world
     // is a point where loom may switch threads).
