@@ -565,7 +565,14 @@ fn follower(role: Role, threads: usize) -> Result<(), RackError> {
     // The last hold on the fabric: UCX is torn down here, by this thread,
     // before the exit runs UCX's destructors (see `exit_now`).
     drop(shared);
+    // The goodbye must reach rank 0, which takes a rank that goes without
+    // one for failed: it leaves with an orderly end behind it, and this
+    // process waits for rank 0 to close its end (once it has read both)
+    // before exiting, as an exit with rank 0's heartbeats still unread
+    // would reset the connection, and a reset discards a goodbye that a
+    // lost frame left waiting for its retransmission.
     let _ = control::send(&mut s, &Msg::Bye);
+    s.close_after_peer(control::silence());
     std::process::exit(0);
 }
 

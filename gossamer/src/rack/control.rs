@@ -97,6 +97,19 @@ impl Conn {
     /// Where the other end is, in the words that name a lost rank: `", "`
     /// and its address and port over TCP, nothing over a Unix socket (the
     /// host's name says it all).
+    /// After our last message: ends the connection once the peer has
+    /// read it and closed its end (at most `wait`), never by a reset (see
+    /// `Stream::close_after_peer`).
+    pub(crate) fn close_after_peer(self, wait: Duration) {
+        self.stream.close_after_peer(wait);
+    }
+
+    /// The peer has closed its end and we have read all it sent: close
+    /// ours now, for a peer that waits for it (see `close_after_peer`).
+    pub(crate) fn shut(&self) {
+        self.stream.shut();
+    }
+
     pub(crate) fn whereabouts(&self) -> String {
         match &self.stream {
             Stream::Tcp(_) => format!(", {}", self.stream.peer()),

@@ -126,9 +126,16 @@ impl Monitor {
                             fail(&shared, &mut children, &mut streams, &closed, lost);
                         }
                     }
+                    // A closed stream stays readable (its end): left out
+                    // (a negative descriptor), or the poll would not wait.
                     let mut fds: Vec<libc::pollfd> = streams
                         .iter()
-                        .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+                        .zip(&closed)
+                        .map(|(s, &c)| libc::pollfd {
+                            fd: if c { -1 } else { s.as_raw_fd() },
+                            events: libc::POLLIN,
+                            revents: 0,
+                        })
                         .collect();
                     let wait_ms = if waiting.is_some() || shared.stopping() { 1 } else { 20 };
                     // SAFETY: `fds` is a valid array of pollfd for our sockets.
@@ -158,6 +165,10 @@ impl Monitor {
                             Ok(_) => {}
                             Err(e) => {
                                 closed[i] = true;
+                                // Everything it sent is read: close our end
+                                // too, which a rank that said goodbye waits
+                                // for before it exits.
+                                streams[i].shut();
                                 if let Some((owes, _)) = waiting.as_mut() {
                                     owes[i] = false;
                                 }

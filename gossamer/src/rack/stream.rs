@@ -155,6 +155,46 @@ impl Stream {
         }
     }
 
+    /// Ends the connection once the peer has closed its end, or `wait` has
+    /// passed: no more writes (the peer reads an orderly end after the
+    /// last message), then what the peer still sends is read and dropped
+    /// until it closes. Closing with unread bytes would reset the
+    /// connection instead, and a reset throws away what the network still
+    /// carries of ours: a last message that a lost frame held back for a
+    /// retransmission never arrives, and the peer reads the reset alone.
+    pub(crate) fn close_after_peer(self, wait: Duration) {
+        let _ = match &self {
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+        };
+        let mut me = self;
+        let end = std::time::Instant::now() + wait;
+        let mut buf = [0u8; 4096];
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || me.set_read_timeout(Some(left)).is_err() {
+                return;
+            }
+            match me.read(&mut buf) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Ends the connection at once on our side (both directions), without
+    /// a reset as long as everything the peer sent has been read: for a
+    /// peer that waits for our end after its last message (see
+    /// [`close_after_peer`](Stream::close_after_peer)).
+    pub(crate) fn shut(&self) {
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+
     /// Ends the connection so that the peer reads an orderly end (0
     /// bytes) rather than a reset: no more writes, then what it already
     /// sent is discarded (at most `max` bytes, without waiting).
@@ -249,6 +289,72 @@ mod tests {
         c.read_exact(&mut b).unwrap();
         assert_eq!(&b, b"hello");
         h.join().unwrap();
+    }
+
+    /// A connected pair over TCP on the loopback: (ours, the peer's).
+    fn tcp_pair() -> (Stream, Stream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        (Stream::Tcp(a), Stream::Tcp(b))
+    }
+
+    /// Reads until the end of the stream; the error if it was reset.
+    fn read_to_end(s: &mut Stream) -> io::Result<Vec<u8>> {
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let mut got = Vec::new();
+        s.read_to_end(&mut got)?;
+        Ok(got)
+    }
+
+    #[test]
+    fn a_plain_close_with_unread_bytes_resets_the_connection() {
+        // What `close_after_peer` avoids: the peer's heartbeats unread, our
+        // last message is followed by a reset, not an orderly end.
+        let (mut ours, mut peer) = tcp_pair();
+        peer.write_all(&[7u8; 64]).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        ours.write_all(b"bye").unwrap();
+        drop(ours);
+        std::thread::sleep(Duration::from_millis(50));
+        let mut got = [0u8; 3];
+        let e = match peer.read_exact(&mut got).and_then(|()| read_to_end(&mut peer)) {
+            Err(e) => e,
+            Ok(rest) => panic!("an orderly end after {got:?} and {rest:?}"),
+        };
+        assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+    }
+
+    #[test]
+    fn after_the_last_message_the_peer_reads_it_and_an_orderly_end() {
+        let (ours, mut peer) = tcp_pair();
+        let mut ours = ours;
+        // The peer keeps sending (heartbeats) while we say goodbye.
+        peer.write_all(&[7u8; 64]).unwrap();
+        ours.write_all(b"bye").unwrap();
+        let closing = std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            ours.close_after_peer(Duration::from_secs(10));
+            t.elapsed()
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        peer.write_all(&[7u8; 64]).unwrap();
+        assert_eq!(read_to_end(&mut peer).unwrap(), b"bye", "the goodbye, then the end");
+        // Our end waits for the peer's.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(!closing.is_finished(), "closed before the peer closed its end");
+        peer.shut();
+        let took = closing.join().unwrap();
+        assert!(took < Duration::from_secs(5), "waited {took:?} after the peer closed");
+    }
+
+    #[test]
+    fn a_peer_that_never_closes_is_waited_for_at_most_the_bound() {
+        let (ours, _peer) = tcp_pair();
+        let t = std::time::Instant::now();
+        ours.close_after_peer(Duration::from_millis(200));
+        let took = t.elapsed();
+        assert!(took >= Duration::from_millis(200) && took < Duration::from_secs(5), "{took:?}");
     }
 
     #[test]
