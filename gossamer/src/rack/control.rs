@@ -94,9 +94,6 @@ impl Conn {
         self.stream.peer()
     }
 
-    /// Where the other end is, in the words that name a lost rank: `", "`
-    /// and its address and port over TCP, nothing over a Unix socket (the
-    /// host's name says it all).
     /// After our last message: ends the connection once the peer has
     /// read it and closed its end (at most `wait`), never by a reset (see
     /// `Stream::close_after_peer`).
@@ -110,6 +107,9 @@ impl Conn {
         self.stream.shut();
     }
 
+    /// Where the other end is, in the words that name a lost rank: `", "`
+    /// and its address and port over TCP, nothing over a Unix socket (the
+    /// host's name says it all).
     pub(crate) fn whereabouts(&self) -> String {
         match &self.stream {
             Stream::Tcp(_) => format!(", {}", self.stream.peer()),

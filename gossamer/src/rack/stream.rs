@@ -163,10 +163,7 @@ impl Stream {
     /// carries of ours: a last message that a lost frame held back for a
     /// retransmission never arrives, and the peer reads the reset alone.
     pub(crate) fn close_after_peer(self, wait: Duration) {
-        let _ = match &self {
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
-        };
+        self.shutdown(std::net::Shutdown::Write);
         let mut me = self;
         let end = std::time::Instant::now() + wait;
         let mut buf = [0u8; 4096];
@@ -189,9 +186,15 @@ impl Stream {
     /// peer that waits for our end after its last message (see
     /// [`close_after_peer`](Stream::close_after_peer)).
     pub(crate) fn shut(&self) {
+        self.shutdown(std::net::Shutdown::Both);
+    }
+
+    /// Shuts the connection down in `how` (errors ignored: the peer may be
+    /// gone already).
+    fn shutdown(&self, how: std::net::Shutdown) {
         let _ = match self {
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Unix(s) => s.shutdown(how),
+            Stream::Tcp(s) => s.shutdown(how),
         };
     }
 
@@ -199,10 +202,7 @@ impl Stream {
     /// bytes) rather than a reset: no more writes, then what it already
     /// sent is discarded (at most `max` bytes, without waiting).
     pub(crate) fn close_quietly(self, max: usize) {
-        let _ = match &self {
-            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
-            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
-        };
+        self.shutdown(std::net::Shutdown::Write);
         let mut me = self;
         if me.set_nonblocking(true).is_ok() {
             let mut buf = [0u8; 4096];

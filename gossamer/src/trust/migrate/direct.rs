@@ -63,8 +63,11 @@ enum Waiting {
     /// Something that goes through the origin whatever the route (the
     /// start of a launch), sent once every request the route carries has
     /// completed.
-    Detour(Box<dyn FnOnce(&Worker)>),
+    Detour(Detoured),
 }
+
+/// What a detour does once it may go: sends itself.
+type Detoured = Box<dyn FnOnce(&Worker)>;
 
 /// This thread's route to one moved property.
 struct Entry {
@@ -192,9 +195,11 @@ fn hold(origin: Key, f: Held) {
 /// nothing is outstanding or held, else after those requests (the ones
 /// held first) have completed. Requests issued meanwhile wait behind it.
 pub(crate) fn after_routed(w: &Worker, t: usize, origin: usize, send: impl FnOnce(&Worker) + 'static) {
-    match busy(w, t, origin) {
-        None => send(w),
-        Some(key) => detour(key, Box::new(send)),
+    if !active() {
+        return send(w);
+    }
+    if let Err(send) = detour(w, t, origin, Box::new(send)) {
+        send(w);
     }
 }
 
@@ -204,31 +209,29 @@ pub(crate) fn after_routed(w: &Worker, t: usize, origin: usize, send: impl FnOnc
 /// for a detour the fiber sends itself. Requests issued meanwhile wait
 /// until it resumes.
 pub(crate) fn wait_routed(w: &Worker, t: usize, origin: usize) {
-    let Some(key) = busy(w, t, origin) else { return };
+    if !active() {
+        return;
+    }
     let wait = Waiter::<()>::new(w.current_fiber());
     let reply = Reply::<()>::Wake(wait.as_data());
-    detour(key, Box::new(move |w| reply.finish(w, Ok(()))));
-    wait.wait();
-}
-
-/// The key of the property whose origin is at `origin` on trustee `t`
-/// if this thread has requests to it outstanding or held by a route.
-fn busy(w: &Worker, t: usize, origin: usize) -> Option<Key> {
-    if !active() {
-        return None;
+    if detour(w, t, origin, Box::new(move |w| reply.finish(w, Ok(())))).is_ok() {
+        wait.wait();
     }
-    let key = key(w, t, origin);
-    let busy = ROUTES.with(|m| m.borrow().get(&key).is_some_and(|e| e.outstanding != 0 || !e.held.is_empty()));
-    busy.then_some(key)
 }
 
-/// Holds `send` behind everything the route to `origin` carries or holds.
-fn detour(origin: Key, send: Box<dyn FnOnce(&Worker)>) {
-    ROUTES.with(|m| {
-        if let Some(e) = m.borrow_mut().get_mut(&origin) {
+/// Holds `send` behind everything this thread's route to the property
+/// whose origin is at `origin` on trustee `t` carries or holds; gives it
+/// back when there is nothing of the kind (no route, or nothing
+/// outstanding or held).
+fn detour(w: &Worker, t: usize, origin: usize, send: Detoured) -> Result<(), Detoured> {
+    let key = key(w, t, origin);
+    ROUTES.with(|m| match m.borrow_mut().get_mut(&key) {
+        Some(e) if e.outstanding != 0 || !e.held.is_empty() => {
             e.held.push_back(Waiting::Detour(send));
+            Ok(())
         }
-    });
+        _ => Err(send),
+    })
 }
 
 /// A request sent for `origin` completed.

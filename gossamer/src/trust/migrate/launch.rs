@@ -11,12 +11,13 @@
 //! property's requests straight to the holder by a route (`direct`) sends
 //! the start to the origin only once those have completed
 //! (`direct::after_routed`, `direct::wait_routed`): a start that went
-//! ahead of them would lend the value first, and they would be refused. On the holder it marks the cell
-//! *lent* at once, before any later request runs there, and starts the
-//! fiber that takes the latch. A lent cell refuses closures and hand-overs
-//! alike (a hand-over is an ordinary request to the holder), so the value
-//! stays in that cell, and the cell alive (the origin holds an id in it;
-//! the fiber holds a trust to the origin), until the fiber is done.
+//! ahead of them would lend the value first, and they would be refused.
+//! On the holder it marks the cell *lent* at once, before any later
+//! request runs there, and starts the fiber that takes the latch. A lent
+//! cell refuses closures and hand-overs alike (a hand-over is an ordinary
+//! request to the holder), so the value stays in that cell, and the cell
+//! alive (the origin holds an id in it; the fiber holds a trust to the
+//! origin), until the fiber is done.
 //! Launches that find the cell lent already wait for the latch there, in
 //! order, as on a property that never moved.
 //!
