@@ -235,6 +235,9 @@ pub struct MicroArgs {
     /// Operations per micro-figure [default: depends on the scale].
     #[arg(long)]
     pub ops: Option<u64>,
+    /// Only these figures, by name (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',')]
+    pub figures: Vec<String>,
 }
 
 /// Options of `compare`.

@@ -242,9 +242,10 @@ fn micro_runs_and_verifies() {
     let o = bench(&d, &args(&["--no-plots", "micro", "--ops", "2000"]));
     check_ok(&d, &o, &["micro.csv", "micro_summary.csv"]);
     let stdout = text(&o.stdout);
-    for f in ["fiber-yield", "apply-rtt", "trustee-async", "local-apply", "idle-cpu", "wake-apply"] {
+    for f in ["fiber-yield", "apply-rtt", "trustee-async", "local-apply", "echo-copied-256", "idle-cpu", "wake-apply"] {
         assert!(stdout.contains(f), "figure {f} missing:\n{stdout}");
     }
+    assert!(stdout.contains("echo floor at 256 B: copied ÷ moved"), "no floor ratio:\n{stdout}");
 }
 
 #[test]

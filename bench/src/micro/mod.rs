@@ -4,10 +4,11 @@
 //! the CPU an idle runtime uses, and the latency of the first request after
 //! the runtime went idle.
 
+mod echo_floor;
 mod figures;
 
 use crate::cli::MicroArgs;
-use crate::error::Result;
+use crate::error::{BenchError, Result};
 use crate::progress;
 use crate::report::csv::Csv;
 use crate::report::table::Table;
@@ -84,6 +85,30 @@ const FIGURES: &[Figure] = &[
         run: figures::direct_call,
     },
     Figure {
+        name: "echo-moved-256",
+        unit: "Mops/s",
+        what: "echo traffic of 2 threads, 256 B payloads moved by pointer (floor: one process)",
+        run: echo_floor::moved_256,
+    },
+    Figure {
+        name: "echo-copied-256",
+        unit: "Mops/s",
+        what: "the same, payloads copied in and out of shared areas (floor: 2 processes)",
+        run: echo_floor::copied_256,
+    },
+    Figure {
+        name: "echo-moved-1k",
+        unit: "Mops/s",
+        what: "as echo-moved-256, 1 KiB payloads",
+        run: echo_floor::moved_1k,
+    },
+    Figure {
+        name: "echo-copied-1k",
+        unit: "Mops/s",
+        what: "as echo-copied-256, 1 KiB payloads",
+        run: echo_floor::copied_1k,
+    },
+    Figure {
         name: "idle-cpu",
         unit: "% of a core",
         what: "CPU used by an idle runtime (all workers together)",
@@ -99,10 +124,16 @@ const FIGURES: &[Figure] = &[
 
 pub fn run(s: &Settings, args: &MicroArgs) -> Result<()> {
     let ops = args.ops.unwrap_or(s.scale.pick(2_000_000, 500_000, 20_000)).max(1);
+    if let Some(unknown) = args.figures.iter().find(|n| !FIGURES.iter().any(|f| f.name == n.as_str())) {
+        let names: Vec<_> = FIGURES.iter().map(|f| f.name).collect();
+        return Err(BenchError::Other(format!("no micro-figure '{unknown}'; the figures: {}", names.join(", "))));
+    }
+    let chosen: Vec<&Figure> =
+        FIGURES.iter().filter(|f| args.figures.is_empty() || args.figures.iter().any(|n| n == f.name)).collect();
     println!("micro: {ops} operations per figure");
-    let pb = progress::bar("micro", (FIGURES.len() * s.repeat) as u64);
-    let mut results = Vec::with_capacity(FIGURES.len());
-    for f in FIGURES {
+    let pb = progress::bar("micro", (chosen.len() * s.repeat) as u64);
+    let mut results = Vec::with_capacity(chosen.len());
+    for &f in &chosen {
         let mut vals = Vec::with_capacity(s.repeat);
         for _ in 0..s.repeat {
             pb.set_message(f.name);
@@ -115,7 +146,7 @@ pub fn run(s: &Settings, args: &MicroArgs) -> Result<()> {
     let mut t = Table::new(["figure", "median", "unit", "runs", "what"].iter().map(|h| h.to_string()).collect());
     let mut raw = Csv::create(&s.out.join("micro.csv"), &["figure", "unit", "rep", "value"])?;
     let mut sum = Csv::create(&s.out.join("micro_summary.csv"), &["figure", "unit", "median", "runs", "what"])?;
-    for (f, vals) in FIGURES.iter().zip(&results) {
+    for (f, vals) in chosen.iter().zip(&results) {
         let m = median(vals).unwrap_or(f64::NAN);
         t.row(vec![f.name.into(), fmt3(m), f.unit.into(), vals.len().to_string(), f.what.into()]);
         for (rep, v) in vals.iter().enumerate() {
@@ -132,5 +163,17 @@ pub fn run(s: &Settings, args: &MicroArgs) -> Result<()> {
     raw.finish()?;
     sum.finish()?;
     println!("\nMicro-figures ({} threads) — medians over repetitions\n{}", s.threads, t.render());
+    let median_of = |name: &str| chosen.iter().zip(&results).find(|(f, _)| f.name == name).and_then(|(_, v)| median(v));
+    for (size, copied, moved) in
+        [("256 B", "echo-copied-256", "echo-moved-256"), ("1 KiB", "echo-copied-1k", "echo-moved-1k")]
+    {
+        if let (Some(c), Some(m)) = (median_of(copied), median_of(moved)) {
+            println!(
+                "echo floor at {size}: copied ÷ moved {:.2} (payloads copied in and out of shared areas, \
+                 against moved by pointer, nothing else of a runtime)",
+                c / m
+            );
+        }
+    }
     Ok(())
 }
