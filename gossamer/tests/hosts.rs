@@ -77,7 +77,24 @@ fn ordering() {
                 t,
                 move |(log, who): (Trust<Vec<(u32, u32)>>, u32)| {
                     for s in 0..500u32 {
-                        log.apply_with_then(|l, (w, s): (u32, u32)| l.push((w, s)), (who, s), |_| ());
+                        if s % 4 == 0 {
+                            // Every fourth carries 20 KB, so that batches
+                            // of this lane fill its bulk area and more than
+                            // one is in flight at a time.
+                            let mut big = vec![0u8; 20_000];
+                            big[..4].copy_from_slice(&who.to_le_bytes());
+                            big[4..8].copy_from_slice(&s.to_le_bytes());
+                            log.apply_with_then(
+                                |l, d: Vec<u8>| {
+                                    let word = |i: usize| u32::from_le_bytes(d[i..i + 4].try_into().unwrap());
+                                    l.push((word(0), word(4)))
+                                },
+                                big,
+                                |_| (),
+                            );
+                        } else {
+                            log.apply_with_then(|l, (w, s): (u32, u32)| l.push((w, s)), (who, s), |_| ());
+                        }
                     }
                     log.apply_with(|_, ()| (), ());
                 },

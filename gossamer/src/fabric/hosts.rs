@@ -155,6 +155,7 @@ impl LocalEnd {
         receiver.set_am_handler(AM_LAND, land).map_err(text)?;
         let path = Path::wanted()?;
         tracing::debug!("sends to other hosts go by {path:?}");
+        super::pipeline_bytes()?;
         let info = PeerInfo {
             base: mem.base(),
             len: mem.len() as u64,

@@ -60,6 +60,24 @@ pub(crate) const MAX_PIECES: usize = 2 * MAX_GATHERED + 2;
 /// into the staging bulk area.
 pub(crate) const MAX_GATHERED: usize = 16;
 
+/// Where a lane between hosts sends its next batch before the one in
+/// flight is answered (see `runtime::worker::far`):
+/// `GOSSAMER_FAR_PIPELINE`, the payload bytes the batch in flight must
+/// carry for that (default 65536), or `off` for one batch in flight.
+const PIPELINE_ENV: &str = "GOSSAMER_FAR_PIPELINE";
+
+/// The setting of [`PIPELINE_ENV`]: bytes, `usize::MAX` for `off`.
+pub(crate) fn pipeline_bytes() -> Result<usize, String> {
+    match std::env::var(PIPELINE_ENV) {
+        Err(_) => Ok(64 << 10),
+        Ok(v) => match v.trim() {
+            "" => Ok(64 << 10),
+            "off" => Ok(usize::MAX),
+            n => n.parse().map_err(|_| format!("{PIPELINE_ENV}={n}: expected a number of bytes or 'off'")),
+        },
+    }
+}
+
 /// One worker thread's access to the fabric: its own endpoints, one per
 /// remote host (never one per thread pair).
 pub(crate) trait ThreadFabric {

@@ -79,6 +79,13 @@ impl Shape {
     }
 }
 
+/// Batches a lane between hosts (one client thread, one trustee thread
+/// on another host) may have in flight: each has its own slot and bulk
+/// area in every square, chosen by its sequence number modulo this depth,
+/// so that the client fills, and the trustee serves, one batch while the
+/// other crosses.
+pub(crate) const FAR_DEPTH: usize = 2;
+
 /// Which of the four arrays of slots between hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Square {
@@ -106,14 +113,15 @@ impl Square {
     }
 }
 
-/// Bulk area size per pair between hosts for a program of `n` threads of
+/// Bulk area size per batch between hosts for a program of `n` threads of
 /// which `h` are on the host: `GOSSAMER_FAR_BULK_BYTES`, else 256 MiB of
-/// (sparse) address space per square, 64 KiB to 1 MiB each.
+/// (sparse) address space per square, 64 KiB to 1 MiB each (a pair has
+/// [`FAR_DEPTH`] of them per square).
 pub(crate) fn far_bulk_for(n: usize, h: usize) -> usize {
     if let Some(b) = std::env::var("GOSSAMER_FAR_BULK_BYTES").ok().and_then(|v| v.parse::<usize>().ok()) {
         return b.next_multiple_of(4096);
     }
-    ((256usize << 20) / (n * h).max(1)).clamp(64 << 10, 1 << 20).next_multiple_of(4096)
+    ((256usize << 20) / (n * h * FAR_DEPTH).max(1)).clamp(64 << 10, 1 << 20).next_multiple_of(4096)
 }
 
 /// Byte offsets of the parts of a region.
@@ -162,7 +170,7 @@ fn parts(shape: &Shape) -> Parts {
         for (i, s) in squares.iter_mut().enumerate() {
             *s = at;
             let each = if i >= 4 { shape.far_bulk } else { REMOTE_SLOT_BYTES };
-            at = (at + hn * n * each).next_multiple_of(4096);
+            at = (at + hn * n * FAR_DEPTH * each).next_multiple_of(4096);
         }
     }
     Parts { doorbells, req_primary, req_overflow, resp_primary, resp_overflow, bulk, bulk_bytes, squares, len: at }
@@ -194,20 +202,22 @@ impl Region {
         parts(shape).len
     }
 
-    /// Where `square`'s slot for (`local` thread of the host of `shape`,
-    /// `other` thread) lies in a region of that shape: the same in every
-    /// process that maps it, so a put from another host can aim at it.
-    pub(crate) fn square_offset(shape: &Shape, square: Square, local: usize, other: usize) -> usize {
-        assert!(shape.multi_host() && shape.host.contains(&local) && other < shape.n);
+    /// Where `square`'s slot (or bulk area) for batch `k` of the lane
+    /// (`local` thread of the host of `shape`, `other` thread) lies in a
+    /// region of that shape: the same in every process that maps it, so a
+    /// put from another host can aim at it. `k < FAR_DEPTH`.
+    pub(crate) fn square_offset(shape: &Shape, square: Square, local: usize, other: usize, k: usize) -> usize {
+        assert!(shape.multi_host() && shape.host.contains(&local) && other < shape.n && k < FAR_DEPTH);
         let p = parts(shape);
         let each = if square.is_bulk() { shape.far_bulk } else { REMOTE_SLOT_BYTES };
-        p.squares[square as usize] + ((local - shape.host.start) * shape.n + other) * each
+        p.squares[square as usize] + (((local - shape.host.start) * shape.n + other) * FAR_DEPTH + k) * each
     }
 
-    /// The bulk area of `square` for (`local` thread of this host, `other`).
-    pub(crate) fn far_bulk(&self, square: Square, local: usize, other: usize) -> *mut u8 {
+    /// The bulk area of `square` for batch `k` of (`local` thread of this
+    /// host, `other`).
+    pub(crate) fn far_bulk(&self, square: Square, local: usize, other: usize, k: usize) -> *mut u8 {
         assert!(square.is_bulk() && self.shape.far_bulk > 0);
-        let off = Region::square_offset(&self.shape, square, local, other);
+        let off = Region::square_offset(&self.shape, square, local, other, k);
         assert!(off + self.shape.far_bulk <= self.parts.len);
         // SAFETY: inside the region, per the layout.
         unsafe { self.base.as_ptr().add(off) }
@@ -262,12 +272,14 @@ impl Region {
         (self.base.as_ptr(), self.parts.len)
     }
 
-    /// `square`'s slot for (`local` thread of this host, `other` thread).
+    /// `square`'s slot for batch `k` of (`local` thread of this host,
+    /// `other` thread).
     #[inline]
-    pub(crate) fn remote_slot(&self, square: Square, local: usize, other: usize) -> &RemoteSlot {
+    pub(crate) fn remote_slot(&self, square: Square, local: usize, other: usize, k: usize) -> &RemoteSlot {
         debug_assert!(self.shape.host.contains(&local) && other < self.shape.n && !square.is_bulk());
+        assert!(k < FAR_DEPTH);
         let off = self.parts.squares[square as usize]
-            + ((local - self.shape.host.start) * self.shape.n + other) * REMOTE_SLOT_BYTES;
+            + (((local - self.shape.host.start) * self.shape.n + other) * FAR_DEPTH + k) * REMOTE_SLOT_BYTES;
         assert!(self.shape.multi_host() && off + REMOTE_SLOT_BYTES <= self.parts.len);
         // SAFETY: inside the region, 64-byte aligned (square starts are
         // page-aligned, slots a multiple of 64 bytes), zero-initialised: a
@@ -340,5 +352,44 @@ impl Drop for Region {
                 }
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_batch_slot_between_hosts_has_its_own_place_in_the_region() {
+        let shape = Shape { n: 6, host: 2..4, bulk_bytes: 8192, far_bulk: 64 << 10 };
+        let size = Region::size_for(&shape);
+        let squares = [
+            Square::RequestLanding,
+            Square::ResponseLanding,
+            Square::RequestStaging,
+            Square::ResponseStaging,
+            Square::RequestBulkLanding,
+            Square::ResponseBulkLanding,
+            Square::RequestBulkStaging,
+            Square::ResponseBulkStaging,
+        ];
+        let mut areas = Vec::new();
+        for square in squares {
+            let each = if square.is_bulk() { shape.far_bulk } else { REMOTE_SLOT_BYTES };
+            for local in shape.host.clone() {
+                for other in 0..shape.n {
+                    for k in 0..FAR_DEPTH {
+                        let at = Region::square_offset(&shape, square, local, other, k);
+                        assert!(at + each <= size, "{square:?} ({local}, {other}, {k}) past the region");
+                        areas.push((at, at + each));
+                    }
+                }
+            }
+        }
+        areas.sort_unstable();
+        for w in areas.windows(2) {
+            assert!(w[0].1 <= w[1].0, "areas {:?} and {:?} overlap", w[0], w[1]);
+        }
+        assert_eq!(areas.len(), 8 * 2 * 6 * FAR_DEPTH);
     }
 }

@@ -17,7 +17,7 @@ use crate::channel::word_queue::WordQueue;
 use super::trustee::thread_shim;
 use super::Worker;
 use crate::channel::large;
-use crate::fabric::shm::region::Square;
+use crate::fabric::shm::region::{Square, FAR_DEPTH};
 use crate::fabric::MAX_GATHERED;
 
 /// Payloads for the bulk area shorter than this wait packed in one buffer,
@@ -62,9 +62,13 @@ pub(crate) struct Lane {
     /// cache, where a freed buffer is reused while still in cache).
     pub(super) small: ByteQueue,
     pub(super) big: VecDeque<Vec<u8>>,
-    /// To another host: the put of the staged batch, until its source may
-    /// be reused.
-    pub(super) put: Option<crate::fabric::Ticket>,
+    /// To another host: per batch slot, the put of the batch staged there,
+    /// until its source may be reused.
+    pub(super) puts: [Option<crate::fabric::Ticket>; FAR_DEPTH],
+    /// To another host: the batches in flight, oldest first (requests,
+    /// bulk bytes); the newest has sequence number `flag`. `in_flight`
+    /// counts the requests of all of them.
+    pub(super) far: VecDeque<(u32, usize)>,
 }
 
 impl Lane {
@@ -72,6 +76,13 @@ impl Lane {
     /// at once, likely alone.
     pub(super) fn idle(&self) -> bool {
         self.in_flight == 0 && self.pending.is_empty()
+    }
+
+    /// To another host: the sequence number and request count of the
+    /// oldest batch in flight.
+    pub(super) fn oldest_far(&self) -> Option<(u32, u32)> {
+        let &(count, _) = self.far.front()?;
+        Some((self.flag.wrapping_sub(self.far.len() as u32 - 1), count))
     }
 
     /// Moves queued requests into a batch, in order, while they fit the
@@ -414,8 +425,9 @@ impl Worker {
                 let (bulk, bulk_bytes) = if self.shared.same_host(t) {
                     (self.shared.region.bulk(self.index, t, true), self.shared.region.bulk_bytes())
                 } else {
+                    let k = self.far_landing.get();
                     (
-                        self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t),
+                        self.shared.region.far_bulk(Square::ResponseBulkLanding, self.index, t, k),
                         self.shared.region.shape().far_bulk,
                     )
                 };
@@ -539,7 +551,10 @@ impl Worker {
                 continue;
             }
             if !self.shared.same_host(t) {
-                did |= self.poll_far(t, in_flight, flag);
+                // Both batches in flight may have landed.
+                while self.poll_far(t) {
+                    did = true;
+                }
                 continue;
             }
             let slot = self.shared.matrix.response(self.index, t);

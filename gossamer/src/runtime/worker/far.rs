@@ -3,34 +3,45 @@
 //! other host's landing slots by the fabric, and read from our own landing
 //! slots once they have fully arrived (see `channel::remote_slot`).
 //!
-//! The protocol per (client, trustee) pair is the same as within a host —
-//! one batch in flight, answered by one batch — so a staging or landing
-//! slot is never written while its reader may still read it: the client
-//! stages batch `k + 1` only after the response to batch `k` landed, and
-//! the trustee stages its response only after batch `k + 1` landed. The
-//! one extra rule is local: a staging slot is reused only once the fabric
+//! The protocol per (client, trustee) pair is the one within a host — a
+//! batch answered by a batch, in order — except that up to [`FAR_DEPTH`]
+//! batches may be in flight, each in its own slots and bulk areas (batch
+//! `s` in slot `s % FAR_DEPTH` of every square), so that filling and
+//! serving one overlaps the crossing of the other. A staging or landing
+//! slot is still never written while its reader may read it: the client
+//! stages batch `s + FAR_DEPTH` only after the response to batch `s`
+//! landed and was taken, and the trustee serves batches in sequence and
+//! stages the response to batch `s` only after batch `s` landed. The one
+//! extra rule is local: a staging slot is reused only once the fabric
 //! says the put from it is done.
+//!
+//! A second batch goes out only behind a batch that carries at least
+//! `GOSSAMER_FAR_PIPELINE` bytes of payload (64 KiB unless set; `off`
+//! keeps one batch in flight): small requests gain more from waiting to
+//! share one batch (one message, one system call over TCP) than from
+//! crossing sooner.
 
 use crate::channel::record::{record_words, serve_remote, Far, Responder, FALLBACK_WORDS};
-use crate::fabric::shm::region::{Region, Square};
+use crate::fabric::shm::region::{Region, Square, FAR_DEPTH};
 use crate::fabric::{Piece, MAX_GATHERED, MAX_PIECES};
 
 use super::Worker;
 
 impl Worker {
     /// Sends `pieces` (square, local thread, offset in the square, source,
-    /// length) to the squares of `host_thread`'s host; the last lands
-    /// after the others.
+    /// length) to the squares of batch slot `k` of `host_thread`'s host;
+    /// the last lands after the others.
     fn send_far(
         &self,
         host_thread: usize,
+        k: usize,
         pieces: &[(Square, usize, usize, *const u8, usize)],
         keep: Vec<Vec<u8>>,
     ) -> crate::fabric::Ticket {
         let host = self.shared.placement.host_of(host_thread);
         let mut out = [Piece { src: std::ptr::null(), len: 0, offset: 0 }; MAX_PIECES];
         for (o, &(square, local, at, src, len)) in out.iter_mut().zip(pieces) {
-            let offset = Region::square_offset(&self.shared.shapes[host], square, host_thread, local) + at;
+            let offset = Region::square_offset(&self.shared.shapes[host], square, host_thread, local, k) + at;
             *o = Piece { src, len, offset };
         }
         let mut f = self.fabric.borrow_mut();
@@ -95,47 +106,56 @@ impl Worker {
 
     /// Sends the queued requests for trustee `t` on another host: large
     /// payloads first (into the pair's bulk area there), then the slot that
-    /// names them, in one send.
+    /// names them, in one send. With a batch already in flight, only if
+    /// that batch is large (see the module's documentation) and a slot is
+    /// free.
     pub(super) fn flush_far(&self, t: usize) -> bool {
         let mut lane = self.lanes[t].borrow_mut();
-        if lane.in_flight != 0 || lane.pending.is_empty() {
+        if lane.pending.is_empty() || lane.far.len() >= FAR_DEPTH {
             return false;
         }
-        if let Some(p) = lane.put {
+        if lane.far.back().is_some_and(|&(_, bulk)| bulk < self.far_pipeline) {
+            return false;
+        }
+        let seq = lane.flag.wrapping_add(1);
+        let k = seq as usize % FAR_DEPTH;
+        if let Some(p) = lane.puts[k] {
             if !self.put_done(p) {
                 return false;
             }
-            lane.put = None;
+            lane.puts[k] = None;
         }
         let region = &self.shared.region;
-        let staging = region.remote_slot(Square::RequestStaging, self.index, t);
+        let staging = region.remote_slot(Square::RequestStaging, self.index, t, k);
         let far_bulk = region.shape().far_bulk;
         let bulk = if far_bulk > 0 {
-            region.far_bulk(Square::RequestBulkStaging, self.index, t)
+            region.far_bulk(Square::RequestBulkStaging, self.index, t, k)
         } else {
             std::ptr::null_mut()
         };
-        let seq = lane.flag.wrapping_add(1);
         let mut gathered = Vec::new();
         let gather = if self.fabric_gathers() { Some(&mut gathered) } else { None };
-        // SAFETY: our staging slot and bulk area for `t`; the puts from the
-        // last batch are done (checked above: the slot's put is the last
-        // one) and nobody else writes them.
+        // SAFETY: our staging slot and bulk area `k` for `t`; the puts from
+        // the last batch staged there are done (checked above: the slot's
+        // put is the last one) and nobody else writes them.
         let ((count, bulk_used), _, range) =
             unsafe { staging.stage(seq as u64, 0, |w| lane.fill(w, bulk, far_bulk, gather)) };
         assert!(count > 0, "gossamer: a request larger than a slot was queued");
         lane.flag = seq;
-        lane.in_flight = count;
+        lane.in_flight += count;
+        lane.far.push_back((count, bulk_used));
         let slot = (Square::RequestLanding, staging.as_ptr(), range);
         let (pieces, n, keep) = self.pieces(Square::RequestBulkLanding, bulk, bulk_used, gathered, slot);
-        lane.put = Some(self.send_far(t, &pieces[..n], keep));
+        lane.puts[k] = Some(self.send_far(t, k, &pieces[..n], keep));
         true
     }
 
-    /// Completes the batch for trustee `t` on another host if its
-    /// responses have fully landed.
-    pub(super) fn poll_far(&self, t: usize, in_flight: u32, seq: u32) -> bool {
-        let slot = self.shared.region.remote_slot(Square::ResponseLanding, self.index, t);
+    /// Completes the oldest batch in flight to trustee `t` on another host
+    /// if its responses have fully landed.
+    pub(super) fn poll_far(&self, t: usize) -> bool {
+        let Some((seq, in_flight)) = self.lanes[t].borrow().oldest_far() else { return false };
+        let k = seq as usize % FAR_DEPTH;
+        let slot = self.shared.region.remote_slot(Square::ResponseLanding, self.index, t, k);
         if slot.seq() != seq as u64 {
             return false;
         }
@@ -143,6 +163,8 @@ impl Worker {
         if batch.count() != in_flight {
             self.malformed_responses(t, &format!("{} responses to {in_flight} requests", batch.count()));
         }
+        // Results in the bulk area are read from this batch's.
+        self.far_landing.set(k);
         batch.read(|r| {
             while let Some(rec) = r.try_next(record_words).unwrap_or_else(|why| self.malformed_responses(t, why)) {
                 let c = self.lanes[t].borrow_mut().completions.pop_front().expect("gossamer: response without request");
@@ -156,31 +178,39 @@ impl Worker {
                 }
             }
         });
-        self.lanes[t].borrow_mut().in_flight = 0;
+        let mut lane = self.lanes[t].borrow_mut();
+        lane.in_flight -= in_flight;
+        lane.far.pop_front();
         true
     }
 
-    /// Serves a batch from client `c` on another host, if one has fully
-    /// landed and our staging slot for its answer is free.
+    /// Serves the next batch from client `c` on another host, if it has
+    /// fully landed and our staging slot for its answer is free.
     pub(super) fn serve_far(&self, c: usize) -> bool {
         let me = self.index;
-        let landing = self.shared.region.remote_slot(Square::RequestLanding, me, c);
+        let next = self.served[c].get().wrapping_add(1);
+        let k = next as usize % FAR_DEPTH;
+        let landing = self.shared.region.remote_slot(Square::RequestLanding, me, c, k);
         let seq = landing.seq();
-        if seq == self.served[c].get() as u64 {
+        if seq != next as u64 {
             return false;
         }
-        if let Some(p) = self.resp_puts[c].get() {
+        let put = &self.resp_puts[c * FAR_DEPTH + k];
+        if let Some(p) = put.get() {
             if !self.put_done(p) {
                 return false;
             }
-            self.resp_puts[c].set(None);
+            put.set(None);
         }
         let Some(batch) = landing.land(seq) else { return false };
         let region = &self.shared.region;
-        let staging = region.remote_slot(Square::ResponseStaging, me, c);
+        let staging = region.remote_slot(Square::ResponseStaging, me, c, k);
         let far_bulk = region.shape().far_bulk;
         let (req_bulk, resp_bulk) = if far_bulk > 0 {
-            (region.far_bulk(Square::RequestBulkLanding, me, c), region.far_bulk(Square::ResponseBulkStaging, me, c))
+            (
+                region.far_bulk(Square::RequestBulkLanding, me, c, k),
+                region.far_bulk(Square::ResponseBulkStaging, me, c, k),
+            )
         } else {
             (std::ptr::null_mut(), std::ptr::null_mut())
         };
@@ -209,18 +239,23 @@ impl Worker {
         self.served[c].set(seq as u32);
         let slot = (Square::ResponseLanding, staging.as_ptr(), range);
         let (pieces, n, keep) = self.pieces(Square::ResponseBulkLanding, resp_bulk, bulk_used, gathered, slot);
-        self.resp_puts[c].set(Some(self.send_far(c, &pieces[..n], keep)));
+        put.set(Some(self.send_far(c, k, &pieces[..n], keep)));
         true
     }
 
-    /// Whether client `c` (on another host) has a new batch for us.
+    /// Whether client `c` (on another host) has its next batch for us.
     pub(super) fn far_request_waiting(&self, c: usize) -> bool {
-        self.shared.region.remote_slot(Square::RequestLanding, self.index, c).seq() != self.served[c].get() as u64
+        let next = self.served[c].get().wrapping_add(1);
+        let k = next as usize % FAR_DEPTH;
+        self.shared.region.remote_slot(Square::RequestLanding, self.index, c, k).seq() == next as u64
     }
 
-    /// Whether trustee `t` (on another host) answered batch `seq`.
-    pub(super) fn far_response_waiting(&self, t: usize, seq: u32) -> bool {
-        self.shared.region.remote_slot(Square::ResponseLanding, self.index, t).seq() == seq as u64
+    /// Whether trustee `t` (on another host) answered our oldest batch in
+    /// flight to it.
+    pub(super) fn far_response_waiting(&self, t: usize) -> bool {
+        let Some((seq, _)) = self.lanes[t].borrow().oldest_far() else { return false };
+        let k = seq as usize % FAR_DEPTH;
+        self.shared.region.remote_slot(Square::ResponseLanding, self.index, t, k).seq() == seq as u64
     }
 
     /// Drives the fabric; true if anything happened.
@@ -234,5 +269,30 @@ impl Worker {
     /// Whether puts of ours are still in flight.
     pub(super) fn fabric_busy(&self) -> bool {
         self.fabric.borrow().as_ref().is_some_and(|f| f.busy())
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::client::Lane;
+
+    #[test]
+    fn the_oldest_batch_in_flight_is_named_by_its_sequence_number_across_wrapping() {
+        let mut lane = Lane::default();
+        assert_eq!(lane.oldest_far(), None);
+        lane.flag = 7;
+        lane.far.push_back((3, 100));
+        assert_eq!(lane.oldest_far(), Some((7, 3)));
+        lane.flag = 8;
+        lane.far.push_back((5, 70_000));
+        assert_eq!(lane.oldest_far(), Some((7, 3)), "the older of two batches");
+        lane.far.pop_front();
+        assert_eq!(lane.oldest_far(), Some((8, 5)));
+        // Sequence numbers wrap: batch u32::MAX is older than batch 0.
+        lane.flag = 0;
+        lane.far.clear();
+        lane.far.push_back((1, 0));
+        lane.far.push_back((2, 0));
+        assert_eq!(lane.oldest_far(), Some((u32::MAX, 1)));
     }
 }

@@ -76,14 +76,11 @@ impl Worker {
                 self.far_request_waiting(c)
             }
         }) || (0..sh.n).any(|t| {
-            let l = self.lanes[t].borrow();
-            if l.in_flight == 0 {
-                false
-            } else if sh.same_host(t) {
-                sh.matrix.response(me, t).flag() == l.flag
-            } else {
-                self.far_response_waiting(t, l.flag)
+            if !sh.same_host(t) {
+                return self.far_response_waiting(t);
             }
+            let l = self.lanes[t].borrow();
+            l.in_flight != 0 && sh.matrix.response(me, t).flag() == l.flag
         }) || self.fabric_busy()
     }
 

@@ -28,6 +28,7 @@ use std::thread;
 use std::time::Instant;
 
 use crate::channel::remote::CODE_CACHE;
+use crate::fabric::shm::region::FAR_DEPTH;
 use crate::fiber::{self, Fiber, StackPool};
 use crate::runtime::property::Header;
 
@@ -58,8 +59,15 @@ pub(crate) struct Worker {
     served: Box<[Cell<u32>]>,
     /// Per client in another process: the trustee's copy of the code cache.
     codes: Box<[Cell<[i64; CODE_CACHE]>]>,
-    /// Per client on another host: the put of our last response to it.
+    /// Per client on another host and batch slot (`c * FAR_DEPTH + k`):
+    /// the put of our last response from that staging slot.
     resp_puts: Box<[Cell<Option<crate::fabric::Ticket>>]>,
+    /// Which of a lane's batch slots between hosts the responses being
+    /// completed landed in (set while `poll_far` runs their completions).
+    far_landing: Cell<usize>,
+    /// Payload bytes of a batch in flight to another host from which its
+    /// lane sends the next batch at once (`GOSSAMER_FAR_PIPELINE`).
+    far_pipeline: usize,
     /// This thread's access to the fabric (programs of several hosts).
     fabric: RefCell<Option<Box<dyn crate::fabric::ThreadFabric>>>,
     pool: RefCell<StackPool>,
@@ -147,7 +155,10 @@ impl Worker {
             lanes: (0..n).map(|_| RefCell::new(Lane::default())).collect(),
             served: (0..n).map(|_| Cell::new(0)).collect(),
             codes: (0..n).map(|_| Cell::new([0; CODE_CACHE])).collect(),
-            resp_puts: (0..n).map(|_| Cell::new(None)).collect(),
+            resp_puts: (0..n * FAR_DEPTH).map(|_| Cell::new(None)).collect(),
+            far_landing: Cell::new(0),
+            // Checked when the fabric starts; unused without one.
+            far_pipeline: crate::fabric::pipeline_bytes().unwrap_or(usize::MAX),
             fabric: RefCell::new(shared.fabric.as_ref().map(|f| {
                 f.thread(index).unwrap_or_else(|e| panic!("gossamer: worker {index} cannot join the fabric: {e}"))
             })),
