@@ -16,6 +16,8 @@ mod client;
 mod far;
 mod idle;
 mod load;
+#[cfg(all(test, loom))]
+mod loom_far;
 mod trustee;
 
 use std::any::Any;
