@@ -146,8 +146,8 @@ pub fn run(s: &Settings, args: &MicroArgs) -> Result<()> {
     let mut t = Table::new(["figure", "median", "unit", "runs", "what"].iter().map(|h| h.to_string()).collect());
     let mut raw = Csv::create(&s.out.join("micro.csv"), &["figure", "unit", "rep", "value"])?;
     let mut sum = Csv::create(&s.out.join("micro_summary.csv"), &["figure", "unit", "median", "runs", "what"])?;
-    for (f, vals) in chosen.iter().zip(&results) {
-        let m = median(vals).unwrap_or(f64::NAN);
+    let medians: Vec<f64> = results.iter().map(|v| median(v).unwrap_or(f64::NAN)).collect();
+    for ((f, vals), &m) in chosen.iter().zip(&results).zip(&medians) {
         t.row(vec![f.name.into(), fmt3(m), f.unit.into(), vals.len().to_string(), f.what.into()]);
         for (rep, v) in vals.iter().enumerate() {
             raw.row(&[f.name.to_string(), f.unit.to_string(), rep.to_string(), format!("{v:.4}")])?;
@@ -163,7 +163,7 @@ pub fn run(s: &Settings, args: &MicroArgs) -> Result<()> {
     raw.finish()?;
     sum.finish()?;
     println!("\nMicro-figures ({} threads) — medians over repetitions\n{}", s.threads, t.render());
-    let median_of = |name: &str| chosen.iter().zip(&results).find(|(f, _)| f.name == name).and_then(|(_, v)| median(v));
+    let median_of = |name: &str| chosen.iter().zip(&medians).find(|(f, _)| f.name == name).map(|(_, &m)| m);
     for (size, copied, moved) in
         [("256 B", "echo-copied-256", "echo-moved-256"), ("1 KiB", "echo-copied-1k", "echo-moved-1k")]
     {

@@ -86,6 +86,13 @@ impl Shape {
 /// other crosses.
 pub(crate) const FAR_DEPTH: usize = 2;
 
+/// The index of batch slot `k` of the lane (`local` thread of the host of
+/// `shape`, `other` thread) within each square: one formula for the slots
+/// and the bulk areas, and for our region and another host's.
+fn lane_index(shape: &Shape, local: usize, other: usize, k: usize) -> usize {
+    ((local - shape.host.start) * shape.n + other) * FAR_DEPTH + k
+}
+
 /// Which of the four arrays of slots between hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Square {
@@ -210,7 +217,7 @@ impl Region {
         assert!(shape.multi_host() && shape.host.contains(&local) && other < shape.n && k < FAR_DEPTH);
         let p = parts(shape);
         let each = if square.is_bulk() { shape.far_bulk } else { REMOTE_SLOT_BYTES };
-        p.squares[square as usize] + (((local - shape.host.start) * shape.n + other) * FAR_DEPTH + k) * each
+        p.squares[square as usize] + lane_index(shape, local, other, k) * each
     }
 
     /// The bulk area of `square` for batch `k` of (`local` thread of this
@@ -278,8 +285,7 @@ impl Region {
     pub(crate) fn remote_slot(&self, square: Square, local: usize, other: usize, k: usize) -> &RemoteSlot {
         debug_assert!(self.shape.host.contains(&local) && other < self.shape.n && !square.is_bulk());
         assert!(k < FAR_DEPTH);
-        let off = self.parts.squares[square as usize]
-            + (((local - self.shape.host.start) * self.shape.n + other) * FAR_DEPTH + k) * REMOTE_SLOT_BYTES;
+        let off = self.parts.squares[square as usize] + lane_index(&self.shape, local, other, k) * REMOTE_SLOT_BYTES;
         assert!(self.shape.multi_host() && off + REMOTE_SLOT_BYTES <= self.parts.len);
         // SAFETY: inside the region, 64-byte aligned (square starts are
         // page-aligned, slots a multiple of 64 bytes), zero-initialised: a

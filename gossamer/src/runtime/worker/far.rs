@@ -22,12 +22,26 @@
 //! crossing sooner.
 
 use crate::channel::record::{record_words, serve_remote, Far, Responder, FALLBACK_WORDS};
+use crate::channel::remote_slot::RemoteSlot;
 use crate::fabric::shm::region::{Region, Square, FAR_DEPTH};
 use crate::fabric::{Piece, MAX_GATHERED, MAX_PIECES};
 
 use super::Worker;
 
+/// The batch slot (of every square) that batch `seq` of a lane uses.
+fn slot_of(seq: u32) -> usize {
+    seq as usize % FAR_DEPTH
+}
+
 impl Worker {
+    /// Our landing slot in `square` for batch `seq` of the lane with
+    /// `other`, if that batch has started to land there (its sequence
+    /// number is published; `land` checks it is whole).
+    fn landing(&self, square: Square, other: usize, seq: u32) -> Option<&RemoteSlot> {
+        let slot = self.shared.region.remote_slot(square, self.index, other, slot_of(seq));
+        (slot.seq() == seq as u64).then_some(slot)
+    }
+
     /// Sends `pieces` (square, local thread, offset in the square, source,
     /// length) to the squares of batch slot `k` of `host_thread`'s host;
     /// the last lands after the others.
@@ -118,7 +132,7 @@ impl Worker {
             return false;
         }
         let seq = lane.flag.wrapping_add(1);
-        let k = seq as usize % FAR_DEPTH;
+        let k = slot_of(seq);
         if let Some(p) = lane.puts[k] {
             if !self.put_done(p) {
                 return false;
@@ -154,17 +168,14 @@ impl Worker {
     /// if its responses have fully landed.
     pub(super) fn poll_far(&self, t: usize) -> bool {
         let Some((seq, in_flight)) = self.lanes[t].borrow().oldest_far() else { return false };
-        let k = seq as usize % FAR_DEPTH;
-        let slot = self.shared.region.remote_slot(Square::ResponseLanding, self.index, t, k);
-        if slot.seq() != seq as u64 {
+        let Some(batch) = self.landing(Square::ResponseLanding, t, seq).and_then(|s| s.land(seq as u64)) else {
             return false;
-        }
-        let Some(batch) = slot.land(seq as u64) else { return false };
+        };
         if batch.count() != in_flight {
             self.malformed_responses(t, &format!("{} responses to {in_flight} requests", batch.count()));
         }
         // Results in the bulk area are read from this batch's.
-        self.far_landing.set(k);
+        self.far_landing.set(slot_of(seq));
         batch.read(|r| {
             while let Some(rec) = r.try_next(record_words).unwrap_or_else(|why| self.malformed_responses(t, why)) {
                 let c = self.lanes[t].borrow_mut().completions.pop_front().expect("gossamer: response without request");
@@ -188,13 +199,9 @@ impl Worker {
     /// fully landed and our staging slot for its answer is free.
     pub(super) fn serve_far(&self, c: usize) -> bool {
         let me = self.index;
-        let next = self.served[c].get().wrapping_add(1);
-        let k = next as usize % FAR_DEPTH;
-        let landing = self.shared.region.remote_slot(Square::RequestLanding, me, c, k);
-        let seq = landing.seq();
-        if seq != next as u64 {
-            return false;
-        }
+        let seq = self.served[c].get().wrapping_add(1);
+        let Some(landing) = self.landing(Square::RequestLanding, c, seq) else { return false };
+        let k = slot_of(seq);
         let put = &self.resp_puts[c * FAR_DEPTH + k];
         if let Some(p) = put.get() {
             if !self.put_done(p) {
@@ -202,7 +209,7 @@ impl Worker {
             }
             put.set(None);
         }
-        let Some(batch) = landing.land(seq) else { return false };
+        let Some(batch) = landing.land(seq as u64) else { return false };
         let region = &self.shared.region;
         let staging = region.remote_slot(Square::ResponseStaging, me, c, k);
         let far_bulk = region.shape().far_bulk;
@@ -226,7 +233,7 @@ impl Worker {
         // SAFETY: our staging slot for `c`, free (checked above); the
         // batch is a checked private copy; each request runs once.
         let (bulk_used, _, range) = unsafe {
-            staging.stage(seq, FALLBACK_WORDS, |w| {
+            staging.stage(seq as u64, FALLBACK_WORDS, |w| {
                 let mut out = Responder::far(w, batch.count() as usize, far).gathering(gather, MAX_GATHERED);
                 batch.read(|r| serve_remote(r, &mut out, &mut cache));
                 out.bulk_used()
@@ -236,7 +243,7 @@ impl Worker {
         drop(of);
         drop(g);
         self.codes[c].set(cache);
-        self.served[c].set(seq as u32);
+        self.served[c].set(seq);
         let slot = (Square::ResponseLanding, staging.as_ptr(), range);
         let (pieces, n, keep) = self.pieces(Square::ResponseBulkLanding, resp_bulk, bulk_used, gathered, slot);
         put.set(Some(self.send_far(c, k, &pieces[..n], keep)));
@@ -245,17 +252,14 @@ impl Worker {
 
     /// Whether client `c` (on another host) has its next batch for us.
     pub(super) fn far_request_waiting(&self, c: usize) -> bool {
-        let next = self.served[c].get().wrapping_add(1);
-        let k = next as usize % FAR_DEPTH;
-        self.shared.region.remote_slot(Square::RequestLanding, self.index, c, k).seq() == next as u64
+        self.landing(Square::RequestLanding, c, self.served[c].get().wrapping_add(1)).is_some()
     }
 
     /// Whether trustee `t` (on another host) answered our oldest batch in
     /// flight to it.
     pub(super) fn far_response_waiting(&self, t: usize) -> bool {
-        let Some((seq, _)) = self.lanes[t].borrow().oldest_far() else { return false };
-        let k = seq as usize % FAR_DEPTH;
-        self.shared.region.remote_slot(Square::ResponseLanding, self.index, t, k).seq() == seq as u64
+        let oldest = self.lanes[t].borrow().oldest_far();
+        oldest.is_some_and(|(seq, _)| self.landing(Square::ResponseLanding, t, seq).is_some())
     }
 
     /// Drives the fabric; true if anything happened.
