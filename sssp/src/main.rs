@@ -310,13 +310,14 @@ fn program(args: &RunArgs) -> Result<(), String> {
         let component = g.validate(root).map_err(|e| e.to_string())?;
         let mut line = format!(
             "root {root:>10}: gossamer {:>9.4} s {:>10.3e} TEPS ({} buckets, {} rounds, {} expansions, {} relaxations \
-             sent; validated in {:.2} s)",
+             sent, {} dropped; validated in {:.2} s)",
             took.as_secs_f64(),
             component as f64 / took.as_secs_f64(),
             stats.buckets,
             stats.rounds,
             stats.expansions,
             stats.relaxations_sent,
+            stats.relaxations_dropped,
             t.elapsed().as_secs_f64()
         );
         records.push(record("gossamer", threads, processes, root, took, component));

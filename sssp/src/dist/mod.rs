@@ -11,6 +11,7 @@
 //! * [`build`]: parallel generation and construction;
 //! * [`search`]: delta-stepping rounds with termination by
 //!   acknowledgement;
+//! * [`sent`]: what a part already offered other parts in a search;
 //! * [`check`]: validation where the result lives.
 //!
 //! [`Graph`] is the whole of it for the program's main fiber:
@@ -35,6 +36,7 @@ pub mod packed;
 pub mod part;
 pub mod peers;
 pub mod search;
+pub mod sent;
 
 use std::collections::HashSet;
 

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::layout::Layout;
+use super::sent::Sent;
 use crate::graph::{Arc, Csr};
 use crate::{Tree, NO_PARENT};
 
@@ -69,6 +70,11 @@ struct Search {
     out: Vec<Vec<Relax>>,
     /// Lowest distance of the relaxations sent since [`Part::begin`].
     sent_min: f64,
+    /// What went to each remote vertex in this search: a relaxation no
+    /// better than one sent is dropped.
+    sent: Sent,
+    /// Relaxations so dropped since [`Part::begin`].
+    dropped: u64,
     /// Light arcs of each vertex for `light_delta` (a prefix of its
     /// adjacency, found once per delta instead of at every expansion).
     light: Vec<u32>,
@@ -183,6 +189,7 @@ impl Part {
             in_settled: vec![false; n],
             stamp: vec![0; n],
             out: vec![Vec::new(); self.layout.parts],
+            sent: Sent::new(self.layout.vertices),
             ..Default::default()
         };
         (self.csr.arcs() as u64, self.bytes())
@@ -217,6 +224,7 @@ impl Part {
         s.settled.clear();
         s.in_settled.fill(false);
         s.frontier.clear();
+        s.sent.clear();
         if mine {
             let i = (root - self.csr.lo) as usize;
             s.tree.dist[i] = 0.0;
@@ -240,6 +248,13 @@ impl Part {
         let sent = self.search.sent_min;
         let sent = (sent < f64::INFINITY).then(|| bucket(sent, self.search.delta));
         self.min_bucket().into_iter().chain(sent).min()
+    }
+
+    /// Relaxations of remote vertices not sent since [`Part::begin`]
+    /// because one no worse had gone earlier in the search (see
+    /// [`super::sent`]).
+    pub fn dropped(&self) -> u64 {
+        self.search.dropped
     }
 
     /// Applies relaxations of our vertices.
@@ -275,6 +290,7 @@ impl Part {
         s.cursor = 0;
         s.arcs = Some(arcs);
         s.sent_min = f64::INFINITY;
+        s.dropped = 0;
         match arcs {
             Arcs::Light => {
                 s.round = s.round.wrapping_add(1).max(1);
@@ -333,6 +349,8 @@ impl Part {
                 let d = du + f64::from(w);
                 if (lo..hi).contains(&h) {
                     self.relax_local((h - lo) as usize, d, v);
+                } else if !self.search.sent.offer(h, d) {
+                    self.search.dropped += 1;
                 } else {
                     let t = self.layout.owner(h);
                     self.search.sent_min = self.search.sent_min.min(d);
@@ -491,5 +509,35 @@ mod tests {
         assert_eq!(q.tree().parent, vec![0; 4]);
         assert_eq!(q.min_bucket(), Some(0));
         assert_eq!(p.remote_needs()[1], vec![4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn a_remote_head_offered_no_better_is_not_sent_again() {
+        // 0 and 1 (part 0) both reach 3 (part 1): through 0 at 0.5, then
+        // through 1 at 0.05 + 0.5, which is no better and stays home; a
+        // new search forgets.
+        let edges = [Edge { u: 0, v: 3, w: 0.5 }, Edge { u: 0, v: 1, w: 0.05 }, Edge { u: 1, v: 3, w: 0.5 }];
+        let layout = Layout::new(4, 2);
+        let mut p = part_of(&edges, layout, 0);
+        let relaxations = |p: &mut Part| -> Vec<(u32, f64)> {
+            let (out, done) = p.expand(1000, 16);
+            assert!(done);
+            out.into_iter()
+                .flat_map(|(t, b)| b.into_iter().inspect(move |_| assert_eq!(t, 1)))
+                .map(|r| (r.v, r.d))
+                .collect()
+        };
+        p.init(0, 1.0);
+        assert_eq!(p.begin(0, Arcs::Light), 1);
+        assert_eq!(relaxations(&mut p), vec![(3, 0.5)]);
+        assert_eq!(p.dropped(), 0);
+        assert_eq!(p.begin(0, Arcs::Light), 1, "vertex 1 joined bucket 0");
+        assert_eq!(relaxations(&mut p), vec![]);
+        assert_eq!(p.dropped(), 1);
+        // A new search from 1: 3 at 0.5 goes again.
+        p.init(1, 1.0);
+        assert_eq!(p.begin(0, Arcs::Light), 1);
+        assert_eq!(relaxations(&mut p), vec![(3, 0.5)]);
+        assert_eq!(p.dropped(), 0);
     }
 }

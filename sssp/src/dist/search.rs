@@ -38,6 +38,9 @@ pub struct SearchStats {
     pub expansions: u64,
     /// Relaxations sent to other parts.
     pub relaxations_sent: u64,
+    /// Relaxations of other parts' vertices not sent, because one no worse
+    /// had gone to the same vertex earlier in the search.
+    pub relaxations_dropped: u64,
     /// Batches they travelled in.
     pub batches: u64,
 }
@@ -71,6 +74,7 @@ fn round(stats: &mut SearchStats, b: u64, arcs: Arcs) -> (u64, Option<u64>) {
         frontier += r.0;
         stats.relaxations_sent += r.1;
         stats.batches += r.2;
+        stats.relaxations_dropped += r.4;
         next = next.into_iter().chain(r.3).min();
     }
     stats.expansions += frontier;
@@ -87,8 +91,8 @@ fn init_step((root, delta): (u32, f32)) -> Option<u64> {
 }
 
 /// One thread's share of a round: (frontier size, relaxations sent,
-/// batches sent, next bucket as this part sees it).
-fn expand_step((b, arcs): (u64, Arcs)) -> (u64, u64, u64, Option<u64>) {
+/// batches sent, next bucket as this part sees it, relaxations dropped).
+fn expand_step((b, arcs): (u64, Arcs)) -> (u64, u64, u64, Option<u64>, u64) {
     let (parts, t) = me();
     let me = &parts[t];
     let frontier = me.apply(move |p| p.begin(b, arcs));
@@ -105,5 +109,6 @@ fn expand_step((b, arcs): (u64, Arcs)) -> (u64, u64, u64, Option<u64>) {
         }
     }
     out.finish();
-    (frontier, out.items, out.batches, me.apply(|p| p.next_bucket()))
+    let (next, dropped) = me.apply(|p| (p.next_bucket(), p.dropped()));
+    (frontier, out.items, out.batches, next, dropped)
 }
