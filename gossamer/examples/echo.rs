@@ -24,13 +24,16 @@
 //!   first process's threads are clients, and each trustee answers with
 //!   the payload's length instead of the payload.
 //!   `echo --plot FILE.csv` draws that script's CSV as FILE.svg.
+//! * `ECHO_PAYLOAD=shared` sends `SharedBytes` payloads instead of
+//!   `Vec<u8>`: between the processes of one host they cross by reference,
+//!   and the trustee sends back the same block.
 
 use std::cell::Cell;
 use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use gossamer::Trust;
+use gossamer::{SharedBytes, Trust};
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -38,35 +41,40 @@ fn env(name: &str, default: usize) -> usize {
 
 /// The client loop on one thread: returns the echoes completed. Targets
 /// are drawn uniformly from `servers`; one way, each trustee answers with
-/// the payload's length instead of the payload.
-fn client((servers, size, millis, seed, one_way): (Vec<Trust<u64>>, usize, u64, u64, bool)) -> u64 {
+/// the payload's length instead of the payload. Payloads are `Vec<u8>`, or
+/// `SharedBytes` (`shared`), which cross to the host's other processes by
+/// reference.
+fn client((servers, size, millis, seed, one_way, shared): (Vec<Trust<u64>>, usize, u64, u64, bool, bool)) -> u64 {
     let run = (servers, size, millis, seed);
-    if one_way {
-        drive(
+    match (one_way, shared) {
+        (true, false) => drive(run, <[u8]>::to_vec, |served, p: Vec<u8>| count(served, p.len()), |len| *len as usize),
+        (false, false) => drive(run, <[u8]>::to_vec, echo, Vec::len),
+        (true, true) => drive(
             run,
-            |served, p| {
-                *served += 1;
-                p.len() as u64
-            },
+            SharedBytes::copy_from_slice,
+            |served, p: SharedBytes| count(served, p.len()),
             |len| *len as usize,
-        )
-    } else {
-        drive(
-            run,
-            |served, p| {
-                *served += 1;
-                p
-            },
-            Vec::len,
-        )
+        ),
+        (false, true) => drive(run, SharedBytes::copy_from_slice, echo, |p| p.len()),
     }
 }
 
-/// The client loop, each request served by `serve`, whose answer says how
-/// many bytes it was sent (`len`).
-fn drive<U: gossamer::Transferable>(
+fn echo<P>(served: &mut u64, p: P) -> P {
+    *served += 1;
+    p
+}
+
+fn count(served: &mut u64, len: usize) -> u64 {
+    *served += 1;
+    len as u64
+}
+
+/// The client loop, each request's payload made by `make` and served by
+/// `serve`, whose answer says how many bytes it was sent (`len`).
+fn drive<A: gossamer::Transferable, U: gossamer::Transferable>(
     (servers, size, millis, seed): (Vec<Trust<u64>>, usize, u64, u64),
-    serve: fn(&mut u64, Vec<u8>) -> U,
+    make: fn(&[u8]) -> A,
+    serve: fn(&mut u64, A) -> U,
     len: fn(&U) -> usize,
 ) -> u64 {
     // Keep at most 256 requests, and about 4 MiB of payload, in flight.
@@ -89,7 +97,7 @@ fn drive<U: gossamer::Transferable>(
             x ^= x << 17;
             let target = &servers[(x % servers.len() as u64) as usize];
             let d = done.clone();
-            target.apply_with_then(serve, payload.clone(), move |answer: U| {
+            target.apply_with_then(serve, make(&payload), move |answer: U| {
                 debug_assert_eq!(len(&answer), size);
                 d.set(d.get() + 1)
             });
@@ -156,6 +164,11 @@ fn gsm_main() {
         return rtt_main(size, millis);
     }
     let remote_only = std::env::var("ECHO_TARGETS").is_ok_and(|v| v == "remote");
+    let shared = match std::env::var("ECHO_PAYLOAD").as_deref() {
+        Err(_) | Ok("vec") => false,
+        Ok("shared") => true,
+        Ok(other) => panic!("ECHO_PAYLOAD={other}: expected 'vec' or 'shared'"),
+    };
     let one_way = match std::env::var("ECHO_FLOW").as_deref() {
         Err(_) | Ok("echo") => false,
         Ok("one-way") => true,
@@ -178,17 +191,24 @@ fn gsm_main() {
     // One way: only the first process's threads are clients.
     let clients = if one_way { topo.processes[0].clone() } else { 0..n };
     let fibers: Vec<_> = clients
-        .map(|t| gossamer::spawn_with(t, client, (targets(t), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64, one_way)))
+        .map(|t| {
+            gossamer::spawn_with(
+                t,
+                client,
+                (targets(t), size, millis, 0x9e37_79b9_7f4a_7c15 ^ t as u64, one_way, shared),
+            )
+        })
         .collect();
     let ops: u64 = fibers.into_iter().map(|f| f.join().expect("client fiber")).sum();
     let secs = start.elapsed().as_secs_f64();
     let served: u64 = servers.iter().map(|s| s.apply_with(|c, ()| *c, ())).sum();
     assert_eq!(served, ops, "every echo was served once");
     println!(
-        "ECHO processes={} threads={n} size={size} targets={} flow={} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",
+        "ECHO processes={} threads={n} size={size} targets={} flow={} payload={} ops={ops} seconds={secs:.3} mops={:.3} mbps={:.1}",
         topo.processes.len(),
         if remote_only { "remote" } else { "all" },
         if one_way { "one-way" } else { "echo" },
+        if shared { "shared" } else { "vec" },
         ops as f64 / secs / 1e6,
         // Payload that crossed: both ways for an echo.
         ops as f64 * size as f64 * if one_way { 1.0 } else { 2.0 } / secs / 1e6

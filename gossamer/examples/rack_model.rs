@@ -90,6 +90,7 @@ fn main() {
     row("  bulk areas within the host", r.host_bulk);
     row("  slots between hosts (4 arrays)", r.far_slots);
     row("  bulk areas between hosts (4 arrays)", r.far_bulk);
+    row("  shared heap (one arena per thread)", r.shared_heap);
     row("  header, doorbells, page padding", r.other);
     println!("slot memory a running program touches (all-to-all; no bulk)");
     row("per host", r.slots_touched);

@@ -121,6 +121,7 @@ mod runtime;
 mod sync;
 mod trust;
 
+pub use channel::heap::SharedBytes;
 pub use error::{Error, JoinError, Panicked};
 #[allow(deprecated)]
 pub use objects::spawn_to_with;

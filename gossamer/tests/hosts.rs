@@ -233,6 +233,55 @@ pub fn payloads() {
     println!("SCENARIO payloads ok");
 }
 
+/// `SharedBytes` from thread 0: to the other process of its host by
+/// reference, to another host as a copy (into the receiver's own arena),
+/// alone and inside a larger value, and back.
+fn shared_bytes() {
+    use gossamer::SharedBytes;
+    let topo = check_layout();
+    let near = 1;
+    let far = THREADS - 1;
+    let host_of = |t: usize| topo.hosts.iter().position(|(_, r)| r.contains(&t));
+    assert_eq!(host_of(near), host_of(0));
+    assert_ne!(host_of(far), host_of(0));
+    assert_ne!(topo.rank_of(near), topo.rank_of(0));
+    for (to, by_reference) in [(near, true), (far, false)] {
+        let t = gossamer::entrust_on(to, 0u64);
+        for len in [0usize, 100, 5000, 300_000] {
+            let want: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+            let b = SharedBytes::from(&want[..]);
+            assert_eq!(b.home_thread(), Some(0));
+            let (back, (seen, theirs)) = t.apply_with(
+                |_, (mut b, mut more): (SharedBytes, Vec<SharedBytes>)| {
+                    let seen = b.home_thread();
+                    if let Some(x) = b.last_mut() {
+                        *x ^= 0xff;
+                    }
+                    more.push(SharedBytes::from(&b"made there"[..]));
+                    (b, (seen, more))
+                },
+                (b, vec![SharedBytes::from(&want[..len.min(10)])]),
+            );
+            let mut expect = want.clone();
+            if let Some(x) = expect.last_mut() {
+                *x ^= 0xff;
+            }
+            assert_eq!(&back[..], &expect[..], "{len} bytes to thread {to}");
+            assert_eq!(theirs.len(), 2);
+            assert_eq!(&theirs[0][..], &want[..len.min(10)]);
+            assert_eq!(&theirs[1][..], b"made there");
+            if by_reference {
+                assert_eq!(seen, Some(0), "within the host the trustee reads our block ({len} bytes)");
+                assert_eq!(theirs[1].home_thread(), Some(near), "and its own comes back by reference");
+            } else {
+                assert_eq!(seen, Some(far), "another host gets a copy in its own arena ({len} bytes)");
+                assert_eq!(theirs[1].home_thread(), Some(0), "and its answer lands in ours");
+            }
+        }
+    }
+    println!("SCENARIO shared_bytes ok");
+}
+
 fn fnv(d: &[u8]) -> u64 {
     d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
@@ -405,6 +454,7 @@ fn scenario_entry() {
         "payloads" => payloads,
         "stress" => stress,
         "objects" => objects,
+        "shared_bytes" => shared_bytes,
         "mismatch" => || unreachable!("never started"),
         other => panic!("unknown scenario {other}"),
     };
@@ -636,6 +686,13 @@ fn simulated_hosts_count_exactly_over_the_bridge() {
         let after = rack.fabric_bytes(h).unwrap();
         assert!(after.sent > before.sent + 10_000, "host {h} sent {before:?} -> {after:?}");
         assert!(after.received > before.received + 10_000, "host {h} received {before:?} -> {after:?}");
+    }
+}
+
+#[test]
+fn shared_bytes_cross_a_host_by_reference_and_other_hosts_as_copies() {
+    if ucx_or_skip() {
+        expect_ok("shared_bytes");
     }
 }
 

@@ -1,9 +1,12 @@
 //! The delegation channel: fixed slots between every pair of threads, the
 //! layout of requests and responses inside them, and the client-side queues
-//! that feed them. This is where all of the crate's lock-free, single-writer
-//! shared-memory code lives.
+//! that feed them, how values are framed for another process, and the
+//! host's shared heap, whose buffers (`SharedBytes`) cross between the
+//! processes of a host by reference. This is where all of the crate's
+//! lock-free, single-writer shared-memory code lives.
 
 pub(crate) mod byte_queue;
+pub(crate) mod heap;
 pub(crate) mod hooks;
 pub(crate) mod image;
 pub(crate) mod large;

@@ -434,7 +434,10 @@ impl<'a> Responder<'a> {
         match r {
             Ok(v) => {
                 let Err(v) = self.put_gathered(v) else { return };
-                let sent = super::remote::try_with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK));
+                let client = self.far.map_or(usize::MAX, |f| f.client);
+                let sent = super::transfer::toward(client, || {
+                    super::remote::try_with_serialized(&v, |b| self.put_bytes(b, TAG_SER, TAG_SER_BULK))
+                });
                 // Sent as a copy (or not at all): the original ends here. Its
                 // `Drop` is user code inside the trustee's loop: a panic there
                 // is reported, and the batch is answered all the same.

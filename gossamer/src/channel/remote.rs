@@ -111,7 +111,8 @@ thread_local! {
 /// and `Box<[u8]>` are sent as their own bytes, copied once into the slot or
 /// bulk area and once out, instead of through serde (which writes and reads
 /// a `Vec<u8>` byte by byte, as a sequence). Both sides know the type, so
-/// they agree on the format.
+/// they agree on the format. A `SharedBytes` sent on its own is framed the
+/// same way, by `heap::with_frame`.
 fn plain_bytes<V: Any>(v: &V) -> Option<&[u8]> {
     let a = v as &dyn Any;
     if let Some(b) = a.downcast_ref::<Vec<u8>>() {
@@ -142,6 +143,11 @@ fn from_plain_bytes<V: Any>(bytes: &[u8]) -> Option<Result<V, String>> {
         }
     } else if t == TypeId::of::<Box<[u8]>>() {
         hand_over(Box::<[u8]>::from(bytes))
+    } else if t == TypeId::of::<super::heap::SharedBytes>() {
+        match super::heap::from_frame(bytes) {
+            Ok(b) => hand_over(b),
+            Err(e) => Some(Err(e)),
+        }
     } else {
         None
     }
@@ -165,6 +171,9 @@ pub(crate) fn with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOnce(&
 pub(crate) fn try_with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> Result<R, String> {
     if let Some(bytes) = plain_bytes(v) {
         return Ok(f(bytes));
+    }
+    if let Some(b) = (v as &dyn Any).downcast_ref::<super::heap::SharedBytes>() {
+        return Ok(super::heap::with_frame(b, f));
     }
     let encoded = SCRATCH.with(|s| {
         let mut buf = s.take();

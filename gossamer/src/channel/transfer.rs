@@ -55,6 +55,8 @@ fn owner() -> Owner {
 struct Encoding {
     owner: Owner,
     nonce: Option<Nonce>,
+    /// The thread the message goes to, when its sender said (see [`toward`]).
+    dest: Option<usize>,
 }
 
 struct Decoding {
@@ -69,6 +71,7 @@ thread_local! {
     static REFUSED: Cell<Option<&'static str>> = const { Cell::new(None) };
     static STAMP: Cell<u64> = const { Cell::new(0) };
     static COUNTER: Cell<u64> = const { Cell::new(0) };
+    static DEST: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
 static THREADS: AtomicU64 = AtomicU64::new(1);
@@ -122,10 +125,44 @@ impl<T: 'static> Drop for Restore<T> {
     }
 }
 
+/// Runs `f`, during which the messages this thread encodes go to thread
+/// `dest` of the program: values that cross differently within a host
+/// (`SharedBytes`, by reference) ask for it. Only the first message
+/// encoded in `f` takes it; messages encoded elsewhere have no known
+/// destination, and such values cross as copies.
+pub(crate) fn toward<R>(dest: usize, f: impl FnOnce() -> R) -> R {
+    struct Back(Option<usize>);
+    impl Drop for Back {
+        fn drop(&mut self) {
+            DEST.with(|d| d.set(self.0));
+        }
+    }
+    let _back = Back(DEST.with(|d| d.replace(Some(dest))));
+    f()
+}
+
+/// Takes the destination named by [`toward`] for a message that is sent
+/// without being encoded in a context (a value framed on its own).
+pub(crate) fn take_dest() -> Option<usize> {
+    DEST.with(Cell::take)
+}
+
+/// The destination of the message being encoded on this thread, if its
+/// sender named one (see [`toward`]).
+pub(crate) fn encoding_dest() -> Result<Option<usize>, Refusal> {
+    ENCODING.with(|c| match c.borrow().as_ref() {
+        None => Err(Refusal::Outside),
+        Some(e) if e.owner != owner() => Err(Refusal::OtherFiber),
+        Some(e) => Ok(e.dest),
+    })
+}
+
 /// Runs `encode` (which appends the value's bytes to a buffer) inside an
 /// encoding context for one message, then appends the trailer.
 pub(crate) fn encode(buf: Vec<u8>, encode: impl FnOnce(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
-    let restore = Restore::open(&ENCODING, Encoding { owner: owner(), nonce: None });
+    // The destination names one message: the first encoded in its scope.
+    let dest = DEST.with(Cell::take);
+    let restore = Restore::open(&ENCODING, Encoding { owner: owner(), nonce: None, dest });
     let mut out = encode(buf);
     let nonce = ENCODING.with(|c| c.borrow_mut().take().and_then(|e| e.nonce));
     drop(restore);

@@ -240,12 +240,18 @@ pub struct RegionBytes {
     /// Bulk areas between the host's own threads, for payloads too large
     /// for a slot: one per pair and direction.
     pub host_bulk: usize,
-    /// Slots between hosts: four arrays of one contiguous slot for every
-    /// (thread of this host, thread of the program) — requests and
-    /// responses landing here, requests and responses staged here.
+    /// Slots between hosts: four arrays of contiguous slots, two (one per
+    /// batch in flight) for every (thread of this host, thread of the
+    /// program) — requests and responses landing here, requests and
+    /// responses staged here.
     pub far_slots: usize,
     /// Bulk areas between hosts: four more arrays of that shape.
     pub far_bulk: usize,
+    /// The host's shared heap, where `SharedBytes` live: one arena per
+    /// thread of the host, as large as one in-host bulk area. Never
+    /// registered with the fabric; only the pages blocks were carved from
+    /// are used.
+    pub shared_heap: usize,
     /// The rest: the header, one doorbell per thread of the program, and
     /// padding to page boundaries.
     pub other: usize,
@@ -272,8 +278,11 @@ pub struct RegionBytes {
 /// ```
 /// // One host of the thesis's rack: 12 hosts x 32 threads.
 /// let r = gossamer::rack::region_bytes(12 * 32, 32);
-/// assert_eq!(r.total, r.host_slots + r.host_bulk + r.far_slots + r.far_bulk + r.other);
+/// assert_eq!(r.total, r.host_slots + r.host_bulk + r.far_slots + r.far_bulk + r.shared_heap + r.other);
 /// assert!(r.slots_touched < r.host_slots + r.far_slots);
+/// // Every part is counted: what is left is the header, the doorbells
+/// // and page padding.
+/// assert!(r.other < 1 << 20);
 /// println!("{} MiB reserved, {} MiB of slots touched", r.total >> 20, r.slots_touched >> 20);
 /// ```
 ///
@@ -282,7 +291,7 @@ pub struct RegionBytes {
 pub fn region_bytes(threads: usize, host_threads: usize) -> RegionBytes {
     use crate::channel::remote_slot::REMOTE_SLOT_BYTES;
     use crate::channel::slot::{Overflow, Primary};
-    use crate::fabric::shm::region::{bulk_bytes_for, far_bulk_for, Region, Shape};
+    use crate::fabric::shm::region::{bulk_bytes_for, far_bulk_for, Region, Shape, FAR_DEPTH};
 
     assert!(
         (1..=threads).contains(&host_threads),
@@ -296,19 +305,22 @@ pub fn region_bytes(threads: usize, host_threads: usize) -> RegionBytes {
     // The bulk areas are whole pages: taking them out of the layout takes
     // out exactly their bytes.
     let total = size(bulk, far);
-    let host_bulk = total - size(0, far);
+    let shared_heap = host_threads * bulk;
+    let host_bulk = total - size(0, far) - shared_heap;
     let far_bulk = size(0, far) - size(0, 0);
     let slot = std::mem::size_of::<Primary>() + std::mem::size_of::<Overflow>();
     let host_slots = 2 * host_threads * host_threads * slot;
-    let far_slots = if multi_host { 4 * host_threads * threads * REMOTE_SLOT_BYTES } else { 0 };
-    let far_touched = 4 * host_threads * (threads - host_threads) * REMOTE_SLOT_BYTES;
+    // Each lane between hosts has `FAR_DEPTH` slots in every square.
+    let far_slots = if multi_host { 4 * host_threads * threads * FAR_DEPTH * REMOTE_SLOT_BYTES } else { 0 };
+    let far_touched = 4 * host_threads * (threads - host_threads) * FAR_DEPTH * REMOTE_SLOT_BYTES;
     RegionBytes {
         total,
         host_slots,
         host_bulk,
         far_slots,
         far_bulk,
-        other: total - host_slots - host_bulk - far_slots - far_bulk,
+        shared_heap,
+        other: total - host_slots - host_bulk - far_slots - far_bulk - shared_heap,
         slots_touched: host_slots + far_touched,
     }
 }

@@ -136,6 +136,13 @@ impl Runtime {
                     // Cleared by the guard on every exit, unwinding too,
                     // before `w` is dropped.
                     let _ctx = context::enter(&w);
+                    // This thread's arena of the host's shared heap, if the
+                    // program has several processes.
+                    let _heap = w
+                        .shared
+                        .region
+                        .heap()
+                        .and_then(|h| crate::channel::heap::install(h, index, w.shared.placement.key));
                     w.run();
                 });
             match spawned {

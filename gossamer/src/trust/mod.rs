@@ -900,15 +900,17 @@ impl<T: Send + 'static> Trust<T> {
                 }
                 let wait = Waiter::new(cw.current_fiber());
                 let c = Completion { run: complete_wake::<U>, data: wait.as_data() };
-                let ((), original) = crate::channel::remote::with_tail(w, |tail| {
-                    cw.enqueue_remote_fn(
-                        self.trustee as usize,
-                        with_shim::<T, V, U>,
-                        self.cell.as_ptr().cast(),
-                        f as usize,
-                        Some(tail),
-                        c,
-                    )
+                let ((), original) = crate::channel::transfer::toward(self.trustee as usize, || {
+                    crate::channel::remote::with_tail(w, |tail| {
+                        cw.enqueue_remote_fn(
+                            self.trustee as usize,
+                            with_shim::<T, V, U>,
+                            self.cell.as_ptr().cast(),
+                            f as usize,
+                            Some(tail),
+                            c,
+                        )
+                    })
                 });
                 // Sent as a copy (unless its bytes moved into the request):
                 // the original ends here (see above); a panic of its `Drop`
@@ -996,8 +998,17 @@ impl<T: Send + 'static> Trust<T> {
                     return migrate::far::then_routed(cw, t, self.cell.as_ptr(), f, w, then);
                 }
                 let c = Completion { run: complete_then::<U, G, K>, data: std::ptr::null() };
-                let ((), original) = crate::channel::remote::with_tail(w, |tail| {
-                    cw.enqueue_remote_fn(t, with_shim::<T, V, U>, self.cell.as_ptr().cast(), f as usize, Some(tail), c)
+                let ((), original) = crate::channel::transfer::toward(t, || {
+                    crate::channel::remote::with_tail(w, |tail| {
+                        cw.enqueue_remote_fn(
+                            t,
+                            with_shim::<T, V, U>,
+                            self.cell.as_ptr().cast(),
+                            f as usize,
+                            Some(tail),
+                            c,
+                        )
+                    })
                 });
                 cw.store_then(t, then);
                 // Sent as a copy (unless its bytes moved into the request):

@@ -10,6 +10,7 @@ use super::strict_copy as strict;
 use crate::channel::record::{tail_bytes, take_value, value_words, Responder};
 use crate::channel::remote::{try_deserialize, try_with_serialized, with_serialized};
 use crate::channel::slot::Word;
+use crate::channel::transfer::toward;
 use crate::runtime::context;
 use crate::runtime::worker::{Completion, Worker};
 use crate::runtime::JoinHandle;
@@ -81,15 +82,17 @@ where
         return crate::spawn_on(thread, move || f(arg));
     }
     let (handle, state) = crate::runtime::join::remote_pair::<R>();
-    let ((), original) = crate::channel::remote::with_tail(arg, |tail| {
-        w.enqueue_remote_fn(
-            thread,
-            spawn_shim::<A, R>,
-            state.cast_mut().cast(),
-            f as usize,
-            Some(tail),
-            Completion { run: complete_ignore, data: ptr::null() },
-        )
+    let ((), original) = toward(thread, || {
+        crate::channel::remote::with_tail(arg, |tail| {
+            w.enqueue_remote_fn(
+                thread,
+                spawn_shim::<A, R>,
+                state.cast_mut().cast(),
+                f as usize,
+                Some(tail),
+                Completion { run: complete_ignore, data: ptr::null() },
+            )
+        })
     });
     // Sent as a copy (unless its bytes moved into the request): the
     // original ends here (see above).
@@ -126,7 +129,7 @@ unsafe fn spawn_shim<A: Transferable, R: Transferable>(state: *mut u8, env: *mut
             )
         };
         // A result that cannot travel still completes the join, with why.
-        if let Err(m) = try_with_serialized(&r, send) {
+        if let Err(m) = toward(origin, || try_with_serialized(&r, send)) {
             with_serialized(&Err::<R, String>(m), send);
         }
         // Sent as a copy: the original ends here; a panic of its `Drop`
@@ -192,7 +195,9 @@ pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
     let wait = Waiter::<u64>::new(w.current_fiber());
     let c = Completion { run: complete_wake::<u64>, data: wait.as_data() };
     let sent = (id, value);
-    with_serialized(&sent, |bytes| w.encode_remote(thread, entrust_shim::<T>, ptr::null_mut(), (), Some(bytes), c));
+    toward(thread, || {
+        with_serialized(&sent, |bytes| w.encode_remote(thread, entrust_shim::<T>, ptr::null_mut(), (), Some(bytes), c))
+    });
     // Sent as a copy: the original ends here (see above), before the wait;
     // a panic of its `Drop` is the caller's, once the trustee has answered
     // (the answer completes `wait`, on this fiber's stack).

@@ -145,7 +145,13 @@ struct Parts {
     bulk_bytes: usize,
     /// The `h × n` squares between hosts (see `Square`).
     squares: [usize; 8],
+    /// End of the part the fabric registers (everything before the heap).
     len: usize,
+    /// The host's shared heap (see `heap`): one arena per thread of the
+    /// host, `heap_bytes` each, from `len` on (0: none, in one process).
+    heap_bytes: usize,
+    /// Bytes of the whole mapping.
+    total: usize,
 }
 
 /// Bulk area size per pair and direction for a program of `n` threads:
@@ -180,7 +186,23 @@ fn parts(shape: &Shape) -> Parts {
             at = (at + hn * n * FAR_DEPTH * each).next_multiple_of(4096);
         }
     }
-    Parts { doorbells, req_primary, req_overflow, resp_primary, resp_overflow, bulk, bulk_bytes, squares, len: at }
+    // Each thread's arena of the shared heap is as large as one bulk area
+    // (sparse, like them: only the pages blocks were carved from are used).
+    let heap_bytes = bulk_bytes;
+    let total = at + hn * heap_bytes;
+    Parts {
+        doorbells,
+        req_primary,
+        req_overflow,
+        resp_primary,
+        resp_overflow,
+        bulk,
+        bulk_bytes,
+        squares,
+        len: at,
+        heap_bytes,
+        total,
+    }
 }
 
 enum Backing {
@@ -206,7 +228,18 @@ unsafe impl Sync for Region {}
 impl Region {
     /// Bytes a region of this shape takes.
     pub(crate) fn size_for(shape: &Shape) -> usize {
-        parts(shape).len
+        parts(shape).total
+    }
+
+    /// The host's shared heap: its start, each thread's arena size, and the
+    /// host's threads (whose arenas follow one another in that order);
+    /// `None` in one process.
+    pub(crate) fn heap(&self) -> Option<(NonNull<u8>, usize, Range<usize>)> {
+        (self.parts.heap_bytes > 0).then(|| {
+            // SAFETY: `len` is within the mapping of `total` bytes.
+            let at = unsafe { self.base.as_ptr().add(self.parts.len) };
+            (NonNull::new(at).expect("inside a mapping"), self.parts.heap_bytes, self.shape.host.clone())
+        })
     }
 
     /// Where `square`'s slot (or bulk area) for batch `k` of the lane
@@ -235,7 +268,7 @@ impl Region {
     pub(crate) fn private(n: usize) -> Region {
         let shape = Shape::single(n);
         let parts = parts(&shape);
-        let layout = Layout::from_size_align(parts.len, 4096).expect("region layout");
+        let layout = Layout::from_size_align(parts.total, 4096).expect("region layout");
         // SAFETY: the layout has a nonzero size.
         let base = NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
             .unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
@@ -274,7 +307,8 @@ impl Region {
         &self.shape
     }
 
-    /// The whole region, as the fabric registers it.
+    /// The region as the fabric registers it: all of it but the shared
+    /// heap, which never leaves the host.
     pub(crate) fn bytes(&self) -> (*mut u8, usize) {
         (self.base.as_ptr(), self.parts.len)
     }
@@ -350,11 +384,15 @@ impl Drop for Region {
         match self.backing {
             // SAFETY: allocated in `private` with this layout.
             Backing::Heap(layout) => unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) },
+            // Blocks of the shared heap may outlive the runtime (a
+            // `SharedBytes` returned from it): once any was handed out, the
+            // mapping stays until the process ends.
+            Backing::Mapped if crate::channel::heap::ever_used() => {}
             Backing::Mapped => {
                 #[cfg(not(miri))]
                 // SAFETY: the mapping was handed to us by `from_mapping`.
                 unsafe {
-                    libc::munmap(self.base.as_ptr().cast(), self.parts.len);
+                    libc::munmap(self.base.as_ptr().cast(), self.parts.total);
                 }
             }
         }

@@ -1,0 +1,172 @@
+//! `SharedBytes` between the processes of one host, started as real
+//! processes (this test binary re-runs itself with `GOSSAMER_SCENARIO`):
+//! buffers cross by reference and come back as the same block, blocks freed
+//! by another process return to their owner's arena, and a buffer kept by
+//! its sender after being sent is left empty.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gossamer::SharedBytes;
+
+mod common;
+use common::programs::{self, run_program};
+
+// ---- the scenarios (run inside the spawned processes) ----------------------
+
+/// Thread 2 is the first thread of the second process (3 processes × 2).
+const FAR: usize = 2;
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn by_reference() {
+    assert_eq!(gossamer::topology().processes.len(), 3);
+    let far = gossamer::entrust_on(FAR, 0u64);
+    for (k, len) in [0usize, 1, 64, 1000, 4096, 100_000, 1 << 20].into_iter().enumerate() {
+        let want = pattern(k as u64 + 7, len);
+        let b = SharedBytes::from(&want[..]);
+        let home = b.home_thread();
+        assert!(home.is_some_and(|t| t < FAR), "made on a worker of this process: in its arena of the shared heap");
+        // The trustee in the other process reads the bytes in place, changes
+        // the first one, and answers with them, with where they live, and
+        // with a buffer of its own.
+        let (back, (theirs, seen_home, sum)) = far.apply_with(
+            |n, mut p: SharedBytes| {
+                *n += 1;
+                let sum: u64 = p.iter().map(|&b| u64::from(b)).sum();
+                if let Some(first) = p.first_mut() {
+                    *first = first.wrapping_add(1);
+                }
+                let theirs = SharedBytes::from(&p[..p.len().min(8)]);
+                let home = p.home_thread();
+                (p, (theirs, home, sum))
+            },
+            b,
+        );
+        // A copy would have landed in the trustee's own arena, and its
+        // answer in ours.
+        assert_eq!(seen_home, home, "the trustee read our block in place ({len} bytes)");
+        assert_eq!(theirs.home_thread(), Some(FAR), "its buffer came back by reference ({len} bytes)");
+        assert_eq!(back.home_thread(), home);
+        assert_eq!(sum, want.iter().map(|&b| u64::from(b)).sum::<u64>(), "the trustee read the bytes ({len})");
+        let mut expect = want.clone();
+        if let Some(first) = expect.first_mut() {
+            *first = first.wrapping_add(1);
+        }
+        assert_eq!(&back[..], &expect[..], "the change came back ({len} bytes)");
+        assert_eq!(&theirs[..], &expect[..len.min(8)]);
+    }
+    // Inside a larger value, and as a `spawn_with` argument and result.
+    let parts = vec![SharedBytes::from(&b"one"[..]), SharedBytes::from(&b"two"[..])];
+    let joined = gossamer::spawn_with(
+        FAR,
+        |(tag, parts): (u32, Vec<SharedBytes>)| {
+            let mut all = tag.to_le_bytes().to_vec();
+            for p in &parts {
+                all.extend_from_slice(p);
+            }
+            (SharedBytes::from(all), parts.into_iter().all(|p| p.home_thread().is_some_and(|t| t < FAR)))
+        },
+        (9, parts),
+    )
+    .join()
+    .unwrap();
+    assert!(joined.1 && joined.0.home_thread() == Some(FAR));
+    assert_eq!(&joined.0[..], b"\x09\0\0\0onetwo");
+    println!("SCENARIO by_reference ok");
+}
+
+fn freed_elsewhere() {
+    // Each thread's arena is small here (`GOSSAMER_BULK_BYTES`): 100 rounds
+    // of 32 blocks of 4 KiB kept and then freed by another process fit only
+    // if the freed blocks come back.
+    let store = gossamer::entrust_on(FAR, Vec::<SharedBytes>::new());
+    let mut checksum = 0u64;
+    for round in 0..100u64 {
+        for k in 0..32u64 {
+            let b = SharedBytes::from(&pattern(round * 32 + k, 4096)[..]);
+            assert!(
+                b.home_thread().is_some_and(|t| t < FAR),
+                "round {round}: the arena ran out: freed blocks did not come back"
+            );
+            checksum += u64::from(b[0]);
+            let kept_there = store.apply_with(
+                |s, b: SharedBytes| {
+                    let home = b.home_thread();
+                    s.push(b);
+                    home
+                },
+                b,
+            );
+            assert!(kept_there.is_some_and(|t| t < FAR), "the other process keeps our block itself");
+        }
+        let sum = store.apply_with(
+            |s, ()| {
+                let sum = s.iter().map(|b| u64::from(b[0])).sum::<u64>();
+                s.clear();
+                sum
+            },
+            (),
+        );
+        assert_eq!(sum, (0..32).map(|k| u64::from(pattern(round * 32 + k, 1)[0])).sum::<u64>());
+    }
+    assert!(checksum > 0);
+    println!("SCENARIO freed_elsewhere ok");
+}
+
+fn kept_by_the_sender() {
+    let far = gossamer::entrust_on(FAR, 0u64);
+    let kept = Arc::new(Mutex::new(SharedBytes::from(&b"moved out"[..])));
+    let got = far.apply_with(|_, m: Arc<Mutex<SharedBytes>>| m.lock().unwrap().to_vec(), kept.clone());
+    assert_eq!(got, b"moved out");
+    // The bytes now belong to the other process's copy: this one is empty.
+    assert!(kept.lock().unwrap().is_empty());
+    println!("SCENARIO kept_by_the_sender ok");
+}
+
+#[test]
+fn scenario_entry() {
+    let Ok(s) = std::env::var("GOSSAMER_SCENARIO") else { return };
+    let f: fn() = match s.as_str() {
+        "by_reference" => by_reference,
+        "freed_elsewhere" => freed_elsewhere,
+        "kept_by_the_sender" => kept_by_the_sender,
+        other => panic!("unknown scenario {other}"),
+    };
+    gossamer::main(f, 6);
+    common::assert_no_thread_left("rank 0");
+}
+
+// ---- the tests (run the scenarios as programs) ------------------------------
+
+fn expect_ok(name: &str, env: &[(&str, &str)]) {
+    let mut cmd = programs::scenario(name, 3);
+    cmd.envs(env.iter().copied());
+    let (out, _) = run_program(cmd, Duration::from_secs(120));
+    programs::passed(&out, name);
+}
+
+#[test]
+fn shared_bytes_cross_processes_of_a_host_by_reference_and_come_back_as_the_same_block() {
+    expect_ok("by_reference", &[]);
+}
+
+#[test]
+fn blocks_freed_by_another_process_return_to_their_arena() {
+    expect_ok("freed_elsewhere", &[("GOSSAMER_BULK_BYTES", "262144")]);
+}
+
+#[test]
+fn a_shared_buffer_the_sender_keeps_is_left_empty_once_sent() {
+    expect_ok("kept_by_the_sender", &[]);
+}
