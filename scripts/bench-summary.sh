@@ -150,11 +150,14 @@ done
 sweep_rows "$out/map_writes_uniform_summary.csv" trust-async "0 100" "map, uniform keys, 1000 entries" \
     "writes (%):" "gossamer-bench --quick map"
 if [ "$echo_sweep" -eq 1 ]; then
-    while IFS=, read -r size threads m1 m2 ratio _; do
+    while IFS=, read -r size threads m1 m2 ratio _ _ m2s ratio_shared; do
         case $size in 64 | 1024 | 16384) ;; *) continue ;; esac
         row "echo, $size-byte requests, $threads threads: 2 processes against 1" \
             "$(printf '%.2f Mops/s' "$m2")" "$(printf '1 process %.2f Mops/s' "$m1")" \
             "$(printf '%.2f×' "$ratio")" "cargo run --release --example echo -- --sweep --quick"
+        row "echo, $size-byte requests, $threads threads: 2 processes with SharedBytes against 1" \
+            "$(printf '%.2f Mops/s' "$m2s")" "$(printf '1 process %.2f Mops/s' "$m1")" \
+            "$(printf '%.2f×' "$ratio_shared")" "cargo run --release --example echo -- --sweep --quick"
     done < <(tail -n +2 "$out/results/echo_size.csv")
 fi
 echo "$prog: done; the runs' files are in $out" >&2

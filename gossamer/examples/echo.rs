@@ -8,7 +8,8 @@
 //! * The sweep: `cargo run --release --example echo -- --sweep [--quick]`
 //!   runs processes × threads at 32 bytes, then sizes 16 B … 16 KiB with
 //!   all threads in 1 process and in 2 (`ECHO_SWEEP_THREADS`, default the
-//!   core count), the runs interleaved, with the ratio, the rate at which
+//!   core count), and in 2 with `SharedBytes` payloads, the runs
+//!   interleaved, with the ratios, the rate at which
 //!   payload crosses between the processes, and this machine's
 //!   single-threaded `memcpy` bandwidth; it writes `results/echo_scaling.csv`,
 //!   `results/echo_size.csv` and SVG plots beside them. Each point is the
@@ -217,7 +218,13 @@ fn gsm_main() {
 
 /// Runs one configuration as its own program and returns its Mops.
 fn run_once(processes: usize, threads: usize, size: usize, millis: u64) -> f64 {
+    run_payload(processes, threads, size, millis, "vec")
+}
+
+/// [`run_once`] with payloads of a kind (`ECHO_PAYLOAD`: `vec`, `shared`).
+fn run_payload(processes: usize, threads: usize, size: usize, millis: u64, payload: &str) -> f64 {
     let out = Command::new(std::env::current_exe().expect("our executable"))
+        .env("ECHO_PAYLOAD", payload)
         .env("GOSSAMER_PROCESSES", processes.to_string())
         .env("ECHO_THREADS", (processes * threads).to_string())
         .env("ECHO_SIZE", size.to_string())
@@ -314,24 +321,35 @@ fn sweep(quick: bool) {
     let threads = env("ECHO_SWEEP_THREADS", cores.max(2)).max(2) / 2 * 2;
     let bw = memcpy_gbps();
     println!("single-threaded memcpy: {bw:.2} GB/s; sizes with {threads} threads in all");
-    println!("| size | 1 process Mops/s | 2 processes Mops/s | ratio | 2 processes GB/s crossing | target GB/s (bw/4 x threads) |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| size | 1 process Mops/s | 2 processes Mops/s | ratio | 2 processes GB/s crossing | target GB/s (bw/4 x threads) \
+         | 2 processes, SharedBytes, Mops/s | ratio to 1 process |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     let sizes = [16usize, 64, 256, 1024, 4096, 8192, 16384];
-    let mut csv = String::from("size,threads,mops_1p,mops_2p,ratio,gbps_crossing_2p,memcpy_gbps\n");
-    let (mut one, mut two) = (vec![], vec![]);
+    let mut csv =
+        String::from("size,threads,mops_1p,mops_2p,ratio,gbps_crossing_2p,memcpy_gbps,mops_2p_shared,ratio_shared\n");
+    let (mut one, mut two, mut two_shared) = (vec![], vec![], vec![]);
     for &s in &sizes {
-        let (mut a, mut b) = (vec![], vec![]);
+        let (mut a, mut b, mut c) = (vec![], vec![], vec![]);
         for _ in 0..runs {
             a.push(run_once(1, threads, s, millis));
             b.push(run_once(2, threads / 2, s, millis));
+            c.push(run_payload(2, threads / 2, s, millis, "shared"));
         }
-        let (m1, m2) = (median(a), median(b));
+        let (m1, m2, m2s) = (median(a), median(b), median(c));
         // Each echo carries the payload there and back.
         let gbps = m2 * 1e6 * s as f64 * 2.0 / 1e9;
-        println!("| {s} B | {m1:.3} | {m2:.3} | {:.2} | {gbps:.2} | {:.2} |", m2 / m1, bw / 4.0 * threads as f64);
-        csv += &format!("{s},{threads},{m1:.4},{m2:.4},{:.4},{gbps:.3},{bw:.3}\n", m2 / m1);
+        println!(
+            "| {s} B | {m1:.3} | {m2:.3} | {:.2} | {gbps:.2} | {:.2} | {m2s:.3} | {:.2} |",
+            m2 / m1,
+            bw / 4.0 * threads as f64,
+            m2s / m1
+        );
+        csv += &format!("{s},{threads},{m1:.4},{m2:.4},{:.4},{gbps:.3},{bw:.3},{m2s:.4},{:.4}\n", m2 / m1, m2s / m1);
         one.push(m1);
         two.push(m2);
+        two_shared.push(m2s);
     }
     std::fs::write("results/echo_size.csv", csv).expect("csv");
     let xs: Vec<String> = sizes.iter().map(|s| format!("{s} B")).collect();
@@ -340,7 +358,7 @@ fn sweep(quick: bool) {
         &format!("echo vs request size, {threads} threads ({cores} cores)"),
         "request size",
         &xs,
-        &[("1 process".into(), one), ("2 processes".into(), two)],
+        &[("1 process".into(), one), ("2 processes".into(), two), ("2 processes, SharedBytes".into(), two_shared)],
     );
     println!("wrote results/echo_scaling.csv, results/echo_size.csv and their .svg plots");
 }

@@ -103,9 +103,11 @@
 //! `spawn_with`, ...) take their code as a `fn` and their data as an
 //! argument, copied into the other process (see [`Delegable`] and
 //! [`Transferable`]; your own types cross once marked
-//! [`#[gossamer::transferable]`](transferable)). [`Builder::strict`] (or
-//! `GOSSAMER_STRICT=1`) makes one process enforce every one of these
-//! cross-process rules, so tests meet them before a multi-process run.
+//! [`#[gossamer::transferable]`](transferable)); byte buffers that should
+//! not be copied between the processes of a host are [`SharedBytes`].
+//! [`Builder::strict`] (or `GOSSAMER_STRICT=1`) makes one process enforce
+//! every one of these cross-process rules, so tests meet them before a
+//! multi-process run.
 #![cfg_attr(feature = "nightly", feature(auto_traits, negative_impls))]
 #![warn(missing_docs)]
 #![deny(clippy::undocumented_unsafe_blocks)]
