@@ -138,6 +138,12 @@ impl Area {
             && offset.checked_add(class_bytes(class)).is_some_and(|end| end <= self.per_thread)
     }
 
+    /// Whether `len` bytes in a block of `class` at `offset` of `thread`'s
+    /// arena, as another process names it, could be one of its buffers.
+    fn holds_buffer(&self, thread: u32, offset: u32, class: u8, len: u32) -> bool {
+        self.holds(thread as usize, offset as usize, class as usize) && len as usize <= class_bytes(class as usize)
+    }
+
     fn block(&self, thread: usize, offset: usize) -> NonNull<u8> {
         // SAFETY: callers checked `holds`: inside the arena.
         NonNull::new(unsafe { self.arena(thread).add(offset) }).expect("inside a mapping")
@@ -293,6 +299,15 @@ impl Local {
         true
     }
 
+    /// The buffer of `len` bytes in a block another process sent, once
+    /// checked by [`Area::holds_buffer`].
+    fn adopt(&self, thread: u32, offset: u32, class: u8, len: u32) -> SharedBytes {
+        mark_used();
+        let ptr = self.area.block(thread as usize, offset as usize);
+        let home = Home::Arena { thread, offset, class };
+        SharedBytes { ptr: Cell::new(ptr), len: Cell::new(len as usize), home: Packed::new(home) }
+    }
+
     fn contains(&self, p: NonNull<u8>) -> bool {
         let start = self.area.base.as_ptr() as usize;
         (start..start + self.area.host.len() * self.area.per_thread).contains(&(p.as_ptr() as usize))
@@ -309,8 +324,8 @@ enum Home {
 }
 
 /// A [`Home`] in one word, so that a `SharedBytes` is as small as a
-/// `Vec<u8>`: the thread in the high half, then the block's offset in
-/// 64-byte units, then its class in the low 4 bits; all ones when boxed.
+/// `Vec<u8>`: the thread in the high half, the block's ring entry (see
+/// [`entry`]) in the low half; all ones when boxed.
 struct Packed(Cell<u64>);
 
 impl Packed {
@@ -320,8 +335,7 @@ impl Packed {
         match h {
             Home::Boxed => Self::BOXED,
             Home::Arena { thread, offset, class } => {
-                debug_assert!(offset % 64 == 0 && class < 16);
-                (u64::from(thread) << 32) | (u64::from(offset >> MIN_SHIFT) << 4) | u64::from(class)
+                (u64::from(thread) << 32) | u64::from(entry(offset as usize, class as usize))
             }
         }
     }
@@ -333,11 +347,10 @@ impl Packed {
     fn get(&self) -> Home {
         match self.0.get() {
             Self::BOXED => Home::Boxed,
-            w => Home::Arena {
-                thread: (w >> 32) as u32,
-                offset: (((w >> 4) as u32) & 0x0fff_ffff) << MIN_SHIFT,
-                class: (w & 15) as u8,
-            },
+            w => {
+                let (offset, class) = unentry(w as u32);
+                Home::Arena { thread: (w >> 32) as u32, offset: offset as u32, class: class as u8 }
+            }
         }
     }
 
@@ -646,15 +659,11 @@ fn accept(h: &Handle) -> Result<SharedBytes, &'static str> {
         if tag(l.key, nonce, h.thread, h.offset, h.class, h.len) != h.tag {
             return Err("a SharedBytes handle that this program did not send in this message (forged or copied)");
         }
-        let (thread, offset, class) = (h.thread as usize, h.offset as usize, h.class as usize);
-        if !l.area.holds(thread, offset, class) || h.len as usize > class_bytes(class) {
+        if !l.area.holds_buffer(h.thread, h.offset, h.class, h.len) {
             return Err("a SharedBytes handle names a block outside this host's shared heap");
         }
         transfer::take_token(h.id()).map_err(|_| "a SharedBytes handle deserialized twice from one message")?;
-        mark_used();
-        let home = Home::Arena { thread: h.thread, offset: h.offset, class: h.class };
-        let ptr = l.area.block(thread, offset);
-        Ok(SharedBytes { ptr: Cell::new(ptr), len: Cell::new(h.len as usize), home: Packed::new(home) })
+        Ok(l.adopt(h.thread, h.offset, h.class, h.len))
     })
     .unwrap_or(Err(outside))
 }
@@ -702,19 +711,12 @@ pub(crate) fn from_frame(frame: &[u8]) -> Result<SharedBytes, String> {
             let word = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("four bytes"));
             let (thread, offset, len, class) = (word(0), word(4), word(8), h[12]);
             with_local(|l| {
-                let (t, o, c) = (thread as usize, offset as usize, class as usize);
-                if !l.area.holds(t, o, c) || len as usize > class_bytes(c) {
+                if !l.area.holds_buffer(thread, offset, class, len) {
                     return Err(
                         "gossamer: a SharedBytes frame names a block outside this host's shared heap".to_string()
                     );
                 }
-                mark_used();
-                let home = Home::Arena { thread, offset, class };
-                Ok(SharedBytes {
-                    ptr: Cell::new(l.area.block(t, o)),
-                    len: Cell::new(len as usize),
-                    home: Packed::new(home),
-                })
+                Ok(l.adopt(thread, offset, class, len))
             })
             .unwrap_or_else(|| {
                 Err("gossamer: a SharedBytes handle reached a thread without the host's shared heap".into())
