@@ -36,3 +36,44 @@ impl<T> DataCell<T> {
         f(self.0.get())
     }
 }
+
+/// A list that threads outside the runtime fill and the runtime's workers
+/// empty, for the rare path where a thread that is not a worker hands one
+/// something back (a block of the shared heap it dropped, say). A flag read
+/// with a plain load tells a worker whether to look; the list itself is
+/// behind a mutex. Its functions are never inlined into their callers, so
+/// the lock's atomic read-modify-write stays out of the machine code of the
+/// delegation path (see `tests/no_atomic_rmw.rs`).
+pub(crate) struct ColdList<T> {
+    pending: std::sync::atomic::AtomicBool,
+    items: std::sync::Mutex<Vec<T>>,
+}
+
+impl<T> ColdList<T> {
+    pub(crate) const fn new() -> Self {
+        ColdList { pending: std::sync::atomic::AtomicBool::new(false), items: std::sync::Mutex::new(Vec::new()) }
+    }
+
+    /// Whether anything may be waiting (a hint: a push may be under way).
+    #[inline]
+    pub(crate) fn pending(&self) -> bool {
+        self.pending.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[inline(never)]
+    pub(crate) fn push(&self, item: T) {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        items.push(item);
+        self.pending.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Takes the items `take` picks and leaves the others.
+    #[inline(never)]
+    pub(crate) fn take(&self, mut take: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut items = self.items.lock().unwrap_or_else(|e| e.into_inner());
+        let (taken, rest): (Vec<T>, Vec<T>) = items.drain(..).partition(|t| take(t));
+        *items = rest;
+        self.pending.store(!items.is_empty(), std::sync::atomic::Ordering::Relaxed);
+        taken
+    }
+}

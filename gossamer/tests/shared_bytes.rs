@@ -1,8 +1,9 @@
 //! `SharedBytes` between the processes of one host, started as real
 //! processes (this test binary re-runs itself with `GOSSAMER_SCENARIO`):
 //! buffers cross by reference and come back as the same block, blocks freed
-//! by another process return to their owner's arena, and a buffer kept by
-//! its sender after being sent is left empty.
+//! by another process or by a thread outside the runtime return to their
+//! owner's arena, and a buffer kept by its sender after being sent is left
+//! empty.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -124,6 +125,32 @@ fn freed_elsewhere() {
     println!("SCENARIO freed_elsewhere ok");
 }
 
+fn freed_off_the_runtime() {
+    // Small arenas again (`GOSSAMER_BULK_BYTES`): 100 rounds of 32 blocks of
+    // 4 KiB from this thread's arena and 32 from the other process's, all
+    // dropped on a thread of the program's own that is not a worker, fit
+    // only if a worker takes those blocks back and hands the other
+    // process's on to their owner.
+    let far = gossamer::entrust_on(FAR, 0u64);
+    for round in 0..100u64 {
+        let mut doomed = Vec::new();
+        for k in 0..32u64 {
+            let b = SharedBytes::from(&pattern(round * 32 + k, 4096)[..]);
+            assert!(b.home_thread().is_some_and(|t| t < FAR), "round {round}: our arena ran out");
+            let theirs = far.apply_with(|_, n: u64| SharedBytes::from(&pattern(n, 4096)[..]), round * 32 + k);
+            assert!(
+                theirs.home_thread().is_some_and(|t| t >= FAR),
+                "round {round}: the other process's arena ran out: blocks freed here did not go back"
+            );
+            assert_eq!(&theirs[..], &pattern(round * 32 + k, 4096)[..]);
+            doomed.push(b);
+            doomed.push(theirs);
+        }
+        std::thread::spawn(move || drop(doomed)).join().unwrap();
+    }
+    println!("SCENARIO freed_off_the_runtime ok");
+}
+
 fn kept_by_the_sender() {
     let far = gossamer::entrust_on(FAR, 0u64);
     let kept = Arc::new(Mutex::new(SharedBytes::from(&b"moved out"[..])));
@@ -140,6 +167,7 @@ fn scenario_entry() {
     let f: fn() = match s.as_str() {
         "by_reference" => by_reference,
         "freed_elsewhere" => freed_elsewhere,
+        "freed_off_the_runtime" => freed_off_the_runtime,
         "kept_by_the_sender" => kept_by_the_sender,
         other => panic!("unknown scenario {other}"),
     };
@@ -164,6 +192,11 @@ fn shared_bytes_cross_processes_of_a_host_by_reference_and_come_back_as_the_same
 #[test]
 fn blocks_freed_by_another_process_return_to_their_arena() {
     expect_ok("freed_elsewhere", &[("GOSSAMER_BULK_BYTES", "262144")]);
+}
+
+#[test]
+fn blocks_freed_outside_the_runtime_return_to_their_arena() {
+    expect_ok("freed_off_the_runtime", &[("GOSSAMER_BULK_BYTES", "262144")]);
 }
 
 #[test]

@@ -17,9 +17,13 @@
 //! store of the tail and of the head, no atomic read-modify-write. The
 //! owner drains its rings when a free list runs dry. A ring that is full
 //! keeps the rest on the freeing thread, which tries again on its next
-//! free. A buffer freed outside the runtime's threads (after the runtime,
-//! or on a thread of the user's) is not reclaimed; one made there never
-//! came from the heap.
+//! free. A block freed outside the runtime's workers (on a thread of the
+//! user's, say) goes on a list of the process (`ORPHANS`), which the first
+//! worker of the host whose free list runs dry takes in, handing each block
+//! on to its owner as if it had freed it itself; a block dropped after its
+//! runtime ended stays on that list until a runtime's heap is installed in
+//! the process again, and is then forgotten. A buffer made outside the
+//! runtime's workers never came from the heap.
 //!
 //! **Crossing.** A `SharedBytes` serialized by gossamer for a thread of a
 //! process of the same host (an `apply_with` argument or result, a
@@ -53,6 +57,7 @@ use serde::{Deserialize, Serialize};
 use siphasher::sip::SipHasher24;
 
 use super::transfer;
+use crate::sync::ColdList;
 
 /// The smallest block: 64 bytes (a cache line).
 const MIN_SHIFT: u32 = 6;
@@ -144,6 +149,12 @@ impl Area {
         self.holds(thread as usize, offset as usize, class as usize) && len as usize <= class_bytes(class as usize)
     }
 
+    /// The addresses of the whole heap.
+    fn span(&self) -> Range<usize> {
+        let start = self.base.as_ptr() as usize;
+        start..start + self.host.len() * self.per_thread
+    }
+
     fn block(&self, thread: usize, offset: usize) -> NonNull<u8> {
         // SAFETY: callers checked `holds`: inside the arena.
         NonNull::new(unsafe { self.arena(thread).add(offset) }).expect("inside a mapping")
@@ -173,6 +184,10 @@ static USED: AtomicBool = AtomicBool::new(false);
 /// then (in a program of one process, always) making a buffer does not
 /// look for one.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
+
+/// Blocks freed on threads with no heap installed: (address, owning
+/// thread, offset, class). See the module documentation.
+static ORPHANS: ColdList<(usize, u32, u32, u8)> = ColdList::new();
 
 /// Notes that a block of the heap is alive in this process.
 fn mark_used() {
@@ -211,6 +226,12 @@ pub(crate) fn install(
         return None;
     }
     let bump = area.first_block();
+    // Blocks of an earlier runtime's heap, freed after it ended, name
+    // memory no worker takes back any more.
+    let span = area.span();
+    if ORPHANS.pending() {
+        drop(ORPHANS.take(|o| !span.contains(&o.0)));
+    }
     let local = Local { area, me, key, bump, free: Default::default(), owed: Vec::new() };
     LOCAL.with(|l| *l.borrow_mut() = Some(local));
     INSTALLED.store(true, Ordering::Relaxed);
@@ -244,8 +265,15 @@ impl Local {
         Some((self.area.block(self.me, offset), home))
     }
 
-    /// Takes back what the host's other threads handed back.
+    /// Takes back what the host's other threads handed back, and what
+    /// threads outside the runtime freed.
     fn reclaim(&mut self) {
+        if ORPHANS.pending() {
+            let span = self.area.span();
+            for (_, thread, offset, class) in ORPHANS.take(|o| span.contains(&o.0)) {
+                self.free(thread as usize, offset as usize, class as usize);
+            }
+        }
         for producer in self.area.host.clone() {
             if producer == self.me {
                 continue;
@@ -309,8 +337,7 @@ impl Local {
     }
 
     fn contains(&self, p: NonNull<u8>) -> bool {
-        let start = self.area.base.as_ptr() as usize;
-        (start..start + self.area.host.len() * self.area.per_thread).contains(&(p.as_ptr() as usize))
+        self.area.span().contains(&(p.as_ptr() as usize))
     }
 }
 
@@ -375,6 +402,11 @@ impl Packed {
 /// empty. Gossamer drops the original of an argument or result it sent
 /// anyway, so this shows only for a buffer kept behind shared ownership
 /// while a value holding it was sent.
+///
+/// It may be dropped anywhere: on any thread of the host, in any of its
+/// processes, its block goes back to the arena it came from, and one
+/// dropped on a thread outside the runtime is taken back by a worker of the
+/// process when that worker's arena runs short.
 ///
 /// ```
 /// use gossamer::SharedBytes;
@@ -512,15 +544,19 @@ impl Drop for SharedBytes {
 }
 
 /// Hands a block back: to this thread's free lists, or towards its owner.
-/// Off the host's workers (or on a runtime's worker whose heap is another)
-/// the block is not reclaimed.
+/// Off the host's workers it goes on the process's list of orphans, which
+/// a worker takes in (see the module documentation); on a worker whose heap
+/// is another (a later runtime's), it is forgotten.
 #[inline(never)]
 fn release(p: NonNull<u8>, thread: u32, offset: u32, class: u8) {
-    let _ = with_local(|l| {
+    let on_worker = with_local(|l| {
         if l.contains(p) {
             l.free(thread as usize, offset as usize, class as usize)
         }
     });
+    if on_worker.is_none() {
+        ORPHANS.push((p.as_ptr() as usize, thread, offset, class));
+    }
 }
 
 impl Deref for SharedBytes {
@@ -895,6 +931,9 @@ mod tests {
     }
 
     fn install_as(area: &Area, me: usize) -> Installed {
+        // Orphans of a test heap freed earlier at these addresses.
+        let span = area.span();
+        drop(ORPHANS.take(|o| span.contains(&o.0)));
         let bump = area.first_block();
         let l = Local { area: area.clone(), me, key: [1, 2], bump, free: Default::default(), owed: Vec::new() };
         LOCAL.with(|c| *c.borrow_mut() = Some(l));
@@ -944,6 +983,77 @@ mod tests {
         assert_eq!(again.as_ptr(), at, "the block came back through the ring");
         let fresh = SharedBytes::zeroed(100);
         assert!(fresh.is_shared() && fresh.as_ptr() != at && fresh.as_ptr() != other.as_ptr());
+    }
+
+    /// The tests that use the process's list of orphans, one at a time.
+    static ORPHAN_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn a_block_freed_off_the_runtime_is_taken_in_by_a_worker_of_its_heap() {
+        let _one = ORPHAN_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let (threads, per) = (2, 1 << 16);
+        let mut heap = TestHeap::new(threads, per);
+        let area = heap.area(threads, per);
+        let span = area.span();
+        let _g = install_as(&area, 0);
+        let mine = SharedBytes::zeroed(100);
+        let kept = SharedBytes::zeroed(100);
+        let mine_at = mine.as_ptr();
+        // A block of thread 1's arena, to be freed off the runtime as well.
+        let theirs = std::thread::scope(|s| {
+            s.spawn(|| {
+                let _g = install_as(&area, 1);
+                std::mem::ManuallyDrop::new(SharedBytes::zeroed(100))
+            })
+            .join()
+            .unwrap()
+        });
+        let Home::Arena { offset: their_offset, class: their_class, .. } = theirs.home.get() else {
+            panic!("made on a thread with a heap")
+        };
+        // Both are dropped on a thread with no heap installed.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                drop(mine);
+                drop(std::mem::ManuallyDrop::into_inner(theirs));
+            });
+        });
+        let waiting = ORPHANS.take(|o| span.contains(&o.0));
+        assert_eq!(waiting.len(), 2, "both blocks wait on the process's list");
+        for o in waiting {
+            ORPHANS.push(o);
+        }
+        // The owner of the first takes it back when its free list runs dry;
+        // the second goes on to its owner's ring.
+        let again = SharedBytes::zeroed(100);
+        assert_eq!(again.as_ptr(), mine_at, "the orphan was taken back and reused first");
+        assert!(ORPHANS.take(|o| span.contains(&o.0)).is_empty());
+        let ring = area.ring(1, 0);
+        assert_eq!(ring.tail.0.load(Ordering::Acquire), 1);
+        assert_eq!(ring.entries[0].load(Ordering::Relaxed), entry(their_offset as usize, their_class as usize));
+        drop((again, kept));
+    }
+
+    #[test]
+    fn orphans_of_another_heap_are_left_alone_then_forgotten_by_the_next_install() {
+        let _one = ORPHAN_TESTS.lock().unwrap_or_else(|e| e.into_inner());
+        let (threads, per) = (1, 1 << 16);
+        let (mut old, mut new) = (TestHeap::new(threads, per), TestHeap::new(threads, per));
+        let (old, new) = (old.area(threads, per), new.area(threads, per));
+        let g = install_as(&old, 0);
+        let b = SharedBytes::zeroed(64);
+        drop(g);
+        drop(b);
+        assert_eq!(ORPHANS.take(|o| old.span().contains(&o.0)).len(), 1);
+        ORPHANS.push((old.block(0, old.first_block()).as_ptr() as usize, 0, old.first_block() as u32, 0));
+        // A worker of another heap neither takes it nor frees it.
+        let _g = install_as(&new, 0);
+        with_local(|l| l.reclaim());
+        assert!(with_local(|l| l.free.iter().all(Vec::is_empty)).unwrap());
+        assert!(ORPHANS.pending());
+        // The next heap installed for a runtime forgets it.
+        let _g = install((new.base, per, 0..threads), 0, [1, 2]);
+        assert!(ORPHANS.take(|o| old.span().contains(&o.0)).is_empty());
     }
 
     #[test]
