@@ -25,20 +25,26 @@
 //! the process again, and is then forgotten. A buffer made outside the
 //! runtime's workers never came from the heap.
 //!
-//! **Crossing.** A `SharedBytes` serialized by gossamer for a thread of a
-//! process of the same host (an `apply_with` argument or result, a
-//! `spawn_with` argument or result) is written as a handle: the owning
-//! thread, the block, its size class, the length, and a tag — SipHash-2-4
-//! keyed by the program's secret key over those fields and the nonce of the
-//! message, as for a `Trust` (see `trust::wire`). Serializing moves the
-//! bytes out: the sender's value is left empty, so exactly one value owns a
-//! block even when the sender keeps what it serialized (behind a `Mutex` in
-//! an `Arc`, say). A handle is accepted only while gossamer decodes the
-//! message it was made for, once, on a worker of the same host, for a block
-//! that lies inside the arena it names. Everywhere else — another host,
-//! another serializer, a value without a known destination, a buffer that
-//! did not come from the heap — a `SharedBytes` is written as its bytes and
-//! read back into a new buffer of the receiver's heap.
+//! **Crossing.** A `SharedBytes` that gossamer sends on its own (the whole
+//! argument or result of an `apply_with` or a `spawn_with`) to a thread of
+//! a process of the same host crosses as a frame that names its block: the
+//! value is gossamer's own then, and its block moves into the message.
+//! Inside a larger value, serde serializes it by reference, and the value
+//! keeps its bytes: they are copied into a fresh block of the sending
+//! thread's arena, which the message owns, and written as a handle to that
+//! block — the owning thread, the block, its size class, the length, and a
+//! tag: SipHash-2-4 keyed by the program's secret key over those fields
+//! and the nonce of the message, as for a `Trust` (see `trust::wire`). The
+//! bytes are copied once, into memory the receiver reads in place; moving
+//! the block itself would leave any borrow of the value that the sender
+//! still holds (through a re-entrant lock, say) on a block another process
+//! owns. A message whose encoding fails gives its copies back. A handle is
+//! accepted only while gossamer decodes the message it was made for, once,
+//! on a worker of the same host, for a block that lies inside the arena it
+//! names. Everywhere else — another host, another serializer, a value
+//! without a known destination, an arena that is full — a `SharedBytes` is
+//! written as its bytes and read back into a new buffer of the receiver's
+//! heap.
 //!
 //! The processes of one host trust each other (they authenticated at
 //! start-up and map the same memory): a process that writes the region at
@@ -170,6 +176,9 @@ struct Local {
     free: [Vec<u32>; CLASSES],
     /// Blocks of other arenas whose ring was full: (owner, entry).
     owed: Vec<(usize, u32)>,
+    /// Blocks of this arena copied into the messages being encoded on this
+    /// thread (entries; see [`lent_mark`]).
+    lent: Vec<u32>,
 }
 
 thread_local! {
@@ -232,7 +241,7 @@ pub(crate) fn install(
     if ORPHANS.pending() {
         drop(ORPHANS.take(|o| !span.contains(&o.0)));
     }
-    let local = Local { area, me, key, bump, free: Default::default(), owed: Vec::new() };
+    let local = Local { area, me, key, bump, free: Default::default(), owed: Vec::new(), lent: Vec::new() };
     LOCAL.with(|l| *l.borrow_mut() = Some(local));
     INSTALLED.store(true, Ordering::Relaxed);
     Some(Installed(()))
@@ -397,11 +406,10 @@ impl Packed {
 /// `Vec<u8>`.
 ///
 /// It is a fixed-length buffer, like a `Box<[u8]>`: it dereferences to
-/// `[u8]`, and owns its bytes exclusively. **Serializing it for another
-/// process of the host moves the bytes out**: the value serialized is left
-/// empty. Gossamer drops the original of an argument or result it sent
-/// anyway, so this shows only for a buffer kept behind shared ownership
-/// while a value holding it was sent.
+/// `[u8]`, and owns its bytes exclusively. Sent on its own, its block
+/// itself crosses; inside a larger value (a tuple, a `Vec<SharedBytes>`, a
+/// struct), which serde serializes by reference, its bytes are copied once
+/// into a fresh block that crosses instead, and the value keeps its own.
 ///
 /// It may be dropped anywhere: on any thread of the host, in any of its
 /// processes, its block goes back to the arena it came from, and one
@@ -669,20 +677,56 @@ fn tag(key: [u64; 2], nonce: transfer::Nonce, thread: u32, offset: u32, class: u
     h.finish()
 }
 
-/// The handle for `b`'s block, when the message being encoded on this
-/// thread goes to a thread of this host (and the block is of its heap).
+/// When the message being encoded on this thread goes to a thread of this
+/// host: a copy of `b`'s bytes in a fresh block of this thread's arena,
+/// which the message owns from then on, and the handle that names it.
+///
+/// A copy, not `b`'s own block: serde serializes by reference, and `b`
+/// may be reachable elsewhere while the message is on its way (behind a
+/// re-entrant lock whose guard this thread still holds, say), so the block
+/// another process then owns must be one no borrow of `b` can reach.
 fn lend(b: &SharedBytes) -> Option<Handle> {
-    let Home::Arena { thread, offset, class } = b.home.get() else { return None };
     let dest = transfer::encoding_dest().ok()??;
     let len = u32::try_from(b.len()).ok()?;
     with_local(|l| {
-        if !l.area.host.contains(&dest) || !l.contains(b.ptr.get()) {
+        if !l.area.host.contains(&dest) {
             return None;
         }
         let nonce = transfer::encoding_nonce().ok()?;
+        let (ptr, Home::Arena { thread, offset, class }) = l.alloc(b.len())? else { return None };
+        // SAFETY: a fresh block of at least `len` bytes that nothing else
+        // reaches, apart from `b`'s own memory.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), ptr.as_ptr(), b.len()) };
+        l.lent.push(entry(offset as usize, class as usize));
         Some(Handle { thread, offset, class, len, tag: tag(l.key, nonce, thread, offset, class, len) })
     })
     .flatten()
+}
+
+/// Where the blocks lent to the message about to be encoded on this thread
+/// begin in its list of lent blocks; for [`lent_settle`].
+pub(crate) fn lent_mark() -> usize {
+    if !INSTALLED.load(Ordering::Relaxed) {
+        return 0;
+    }
+    with_local(|l| l.lent.len()).unwrap_or(0)
+}
+
+/// Ends the encoding of a message that began at `mark`: the blocks lent to
+/// it belong to it if it is sent, and come back if it failed.
+pub(crate) fn lent_settle(mark: usize, sent: bool) {
+    if !INSTALLED.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = with_local(|l| {
+        let lent: Vec<u32> = l.lent.drain(mark.min(l.lent.len())..).collect();
+        if !sent {
+            for e in lent {
+                let (offset, class) = unentry(e);
+                l.free(l.me, offset, class);
+            }
+        }
+    });
 }
 
 /// The buffer a handle read from the message being decoded stands for,
@@ -714,8 +758,8 @@ const HANDLE_FRAME_BYTES: usize = 1 + 4 + 4 + 4 + 1;
 /// Runs `f` on the frame of `b` sent as a value of its own (an argument or
 /// a result that is a `SharedBytes` and nothing else): a handle when the
 /// message goes to a thread of this host (see `transfer::toward`) and the
-/// block is of this thread's heap, which moves the bytes out of `b`; else
-/// the bytes. Gossamer writes the frame straight into the request or the
+/// block is of this thread's heap, which moves the bytes out of `b` (a
+/// value gossamer owns and drops once it is sent); else the bytes. Gossamer writes the frame straight into the request or the
 /// response, with no serializer in between: no user code can put a handle
 /// there, so it carries no tag. It is read by [`from_frame`].
 pub(crate) fn with_frame<R>(b: &SharedBytes, f: impl FnOnce(&[u8]) -> R) -> R {
@@ -813,16 +857,12 @@ enum WireIn {
 }
 
 impl Serialize for SharedBytes {
-    /// Writes a handle for a process of the same host (moving the bytes
-    /// out of this value), else the bytes.
+    /// Writes a handle to a copy of the bytes in the shared heap for a
+    /// process of the same host, else the bytes; this value keeps its own.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if !s.is_human_readable() {
             if let Some(h) = lend(self) {
-                let r = WireOut::Handle(h).serialize(s);
-                if r.is_ok() {
-                    self.forget();
-                }
-                return r;
+                return WireOut::Handle(h).serialize(s);
             }
         }
         WireOut::Bytes(Inline(self)).serialize(s)
@@ -935,7 +975,15 @@ mod tests {
         let span = area.span();
         drop(ORPHANS.take(|o| span.contains(&o.0)));
         let bump = area.first_block();
-        let l = Local { area: area.clone(), me, key: [1, 2], bump, free: Default::default(), owed: Vec::new() };
+        let l = Local {
+            area: area.clone(),
+            me,
+            key: [1, 2],
+            bump,
+            free: Default::default(),
+            owed: Vec::new(),
+            lent: Vec::new(),
+        };
         LOCAL.with(|c| *c.borrow_mut() = Some(l));
         INSTALLED.store(true, Ordering::Relaxed);
         Installed(())

@@ -175,6 +175,7 @@ pub(crate) fn try_with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOn
     if let Some(b) = (v as &dyn Any).downcast_ref::<super::heap::SharedBytes>() {
         return Ok(super::heap::with_frame(b, f));
     }
+    let lent = super::heap::lent_mark();
     let encoded = SCRATCH.with(|s| {
         let mut buf = s.take();
         buf.clear();
@@ -200,7 +201,10 @@ pub(crate) fn try_with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOn
                 crate::error::panic_message(&*p)
             )),
         }
-    })?;
+    });
+    // Shared buffers copied for the message are its own once it is sent.
+    super::heap::lent_settle(lent, encoded.is_ok());
+    let encoded = encoded?;
     let r = f(&encoded);
     SCRATCH.with(|s| s.replace(encoded));
     Ok(r)
