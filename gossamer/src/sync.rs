@@ -1,5 +1,6 @@
 //! The few synchronisation primitives the slot protocol uses, switched to
-//! `loom`'s model-checked versions under `--cfg loom`.
+//! `loom`'s model-checked versions under `--cfg loom`, and [`ColdList`],
+//! for the rare hand-overs from threads outside the runtime.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU32, Ordering};

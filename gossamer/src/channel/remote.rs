@@ -202,7 +202,8 @@ pub(crate) fn try_with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOn
             )),
         }
     });
-    // Shared buffers copied for the message are its own once it is sent.
+    // Shared buffers copied into the message belong to it once it is
+    // encoded; a failed encoding gives them back.
     super::heap::lent_settle(lent, encoded.is_ok());
     let encoded = encoded?;
     let r = f(&encoded);
