@@ -157,6 +157,11 @@ fn from_plain_bytes<V: Any>(bytes: &[u8]) -> Option<Result<V, String>> {
 /// process (see [`transfer`](super::transfer)), and runs `f` on the bytes;
 /// plain bytes go as they are (see [`plain_bytes`]).
 ///
+/// `v` must be a value gossamer owns and sends once (an argument or a
+/// result it drops after sending): a `SharedBytes` on its own, sent to a
+/// thread of this host, moves its block into the message and is left empty
+/// (see `heap::with_frame`).
+///
 /// # Panics
 /// If `v` cannot be serialized (its `Serialize` fails or panics).
 pub(crate) fn with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOnce(&[u8]) -> R) -> R {
