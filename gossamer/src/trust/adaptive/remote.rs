@@ -38,8 +38,8 @@ pub(super) enum Handle<T: Send + 'static> {
     /// Made in the trustee's process: the shared node.
     Local(NodeRef<T>),
     /// Read from a message: a trust to the owner property; every call
-    /// delegates.
-    Remote(Trust<Owner<T>>),
+    /// delegates. Boxed, so that a handle is two words.
+    Remote(Box<Trust<Owner<T>>>),
 }
 
 /// The argument of a `fn` form on its way to the trustee: the user's `fn`
@@ -64,7 +64,7 @@ impl<'de, T: Send + 'static> Deserialize<'de> for Adaptive<T> {
     /// Takes the trust a message carries (checked as a [`Trust`] is) as a
     /// handle that delegates every call.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Ok(Adaptive { handle: Handle::Remote(Trust::deserialize(d)?) })
+        Ok(Adaptive { handle: Handle::Remote(Box::new(Trust::deserialize(d)?)) })
     }
 }
 

@@ -1,9 +1,11 @@
 //! The memory of an adaptive property: the [`Slot`] (the value and the
 //! [`Gate`] that guards it), inside a [`Node`] that also holds the one
 //! `Trust` to the trustee's [`Owner`] and counts the handles. A handle is a
-//! single pointer to its node, and a call in place reads one cache line
-//! of it (the trust's routing fields, the value and the gate's hot words)
-//! when the value is small.
+//! pointer to its node (two words with its tag; a handle from another
+//! process holds a boxed trust instead), and a call in place reads two
+//! cache lines of the node when the value is small: the trust's routing
+//! fields with the gate's mode, then the gate's lock with the value (see
+//! `Gate` for why they are apart).
 //!
 //! Nodes are packed: a thread that makes adaptive properties cuts their
 //! nodes, one after another, from chunks of about [`CHUNK_BYTES`] that
@@ -476,6 +478,13 @@ mod tests {
     /// consecutive places of one chunk (at most one chunk boundary in a
     /// short run), although their trustee records are allocated between
     /// them.
+    /// A handle is two words (the rare handle from another process is
+    /// boxed): an array of many properties' handles stays small.
+    #[test]
+    fn a_handle_is_two_words() {
+        assert_eq!(std::mem::size_of::<crate::Adaptive<u64>>(), 2 * std::mem::size_of::<usize>());
+    }
+
     #[test]
     fn nodes_made_together_lie_side_by_side() {
         let rt = crate::Runtime::builder().workers(2).build().expect("runtime");
