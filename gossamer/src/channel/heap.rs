@@ -234,15 +234,13 @@ pub(crate) fn install(
     if !area.host.contains(&me) || per_thread > u32::MAX as usize || area.first_block() >= per_thread {
         return None;
     }
-    let bump = area.first_block();
     // Blocks of an earlier runtime's heap, freed after it ended, name
     // memory no worker takes back any more.
     let span = area.span();
     if ORPHANS.pending() {
         drop(ORPHANS.take(|o| !span.contains(&o.0)));
     }
-    let local = Local { area, me, key, bump, free: Default::default(), owed: Vec::new(), lent: Vec::new() };
-    LOCAL.with(|l| *l.borrow_mut() = Some(local));
+    LOCAL.with(|l| *l.borrow_mut() = Some(Local::new(area, me, key)));
     INSTALLED.store(true, Ordering::Relaxed);
     Some(Installed(()))
 }
@@ -254,6 +252,12 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
 }
 
 impl Local {
+    /// Thread `me`'s side of the heap in `area`, nothing carved yet.
+    fn new(area: Area, me: usize, key: [u64; 2]) -> Local {
+        let bump = area.first_block();
+        Local { area, me, key, bump, free: Default::default(), owed: Vec::new(), lent: Vec::new() }
+    }
+
     fn alloc(&mut self, len: usize) -> Option<(NonNull<u8>, Home)> {
         let class = class_for(len)?;
         if self.free[class].is_empty() {
@@ -719,12 +723,13 @@ pub(crate) fn lent_settle(mark: usize, sent: bool) {
         return;
     }
     let _ = with_local(|l| {
-        let lent: Vec<u32> = l.lent.drain(mark.min(l.lent.len())..).collect();
-        if !sent {
-            for e in lent {
-                let (offset, class) = unentry(e);
-                l.free(l.me, offset, class);
-            }
+        if sent {
+            l.lent.truncate(mark);
+            return;
+        }
+        for e in l.lent.split_off(mark.min(l.lent.len())) {
+            let (offset, class) = unentry(e);
+            l.free(l.me, offset, class);
         }
     });
 }
@@ -759,9 +764,10 @@ const HANDLE_FRAME_BYTES: usize = 1 + 4 + 4 + 4 + 1;
 /// a result that is a `SharedBytes` and nothing else): a handle when the
 /// message goes to a thread of this host (see `transfer::toward`) and the
 /// block is of this thread's heap, which moves the bytes out of `b` (a
-/// value gossamer owns and drops once it is sent); else the bytes. Gossamer writes the frame straight into the request or the
-/// response, with no serializer in between: no user code can put a handle
-/// there, so it carries no tag. It is read by [`from_frame`].
+/// value gossamer owns and drops once it is sent); else the bytes.
+/// Gossamer writes the frame straight into the request or the response,
+/// with no serializer in between: no user code can put a handle there, so
+/// it carries no tag. It is read by [`from_frame`].
 pub(crate) fn with_frame<R>(b: &SharedBytes, f: impl FnOnce(&[u8]) -> R) -> R {
     let dest = transfer::take_dest();
     if let (Some(dest), Home::Arena { thread, offset, class }) = (dest, b.home.get()) {
@@ -974,17 +980,7 @@ mod tests {
         // Orphans of a test heap freed earlier at these addresses.
         let span = area.span();
         drop(ORPHANS.take(|o| span.contains(&o.0)));
-        let bump = area.first_block();
-        let l = Local {
-            area: area.clone(),
-            me,
-            key: [1, 2],
-            bump,
-            free: Default::default(),
-            owed: Vec::new(),
-            lent: Vec::new(),
-        };
-        LOCAL.with(|c| *c.borrow_mut() = Some(l));
+        LOCAL.with(|c| *c.borrow_mut() = Some(Local::new(area.clone(), me, [1, 2])));
         INSTALLED.store(true, Ordering::Relaxed);
         Installed(())
     }

@@ -474,10 +474,6 @@ mod tests {
         assert_eq!((line(lock), line(served + 3), line(value + 7)), (1, 1, 1), "the written line");
     }
 
-    /// Properties made one after another on a thread get nodes on
-    /// consecutive places of one chunk (at most one chunk boundary in a
-    /// short run), although their trustee records are allocated between
-    /// them.
     /// A handle is two words (the rare handle from another process is
     /// boxed): an array of many properties' handles stays small.
     #[test]
@@ -485,6 +481,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<crate::Adaptive<u64>>(), 2 * std::mem::size_of::<usize>());
     }
 
+    /// Properties made one after another on a thread get nodes on
+    /// consecutive places of one chunk (at most one chunk boundary in a
+    /// short run), although their trustee records are allocated between
+    /// them.
     #[test]
     fn nodes_made_together_lie_side_by_side() {
         let rt = crate::Runtime::builder().workers(2).build().expect("runtime");
