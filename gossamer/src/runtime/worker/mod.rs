@@ -96,6 +96,10 @@ pub(crate) struct Worker {
     /// Local-shortcut requests issued while a closure runs on this worker
     /// (re-entrance): they run after it, in issue order (see `defer`).
     deferred: RefCell<VecDeque<Box<dyn FnOnce()>>>,
+    /// Calls of this thread's fibers to adaptive properties, held behind
+    /// their outstanding requests (`trust::adaptive::pending` owns them;
+    /// here they are only dropped, at shutdown, before the properties).
+    pub(crate) held_calls: RefCell<Option<Box<dyn Any>>>,
     /// Bits of a trust id that name the worker that made it (`new_id`).
     id_shift: u32,
     /// Where this worker's time goes (see `load`).
@@ -179,6 +183,7 @@ impl Worker {
             rounds_done: Cell::new(0),
             doomed: RefCell::new(Vec::new()),
             deferred: RefCell::new(VecDeque::new()),
+            held_calls: RefCell::new(None),
             id_shift: id_shift(n),
             meter: load::Meter::default(),
             shared,
@@ -638,6 +643,12 @@ impl Worker {
             tracing::warn!(worker = self.index, lanes = pending, "shutdown left requests unanswered");
         }
         self.run_deferred();
+        // Calls held behind requests that went unanswered never run; they
+        // hold handles, dropped while the properties are still there.
+        let held = self.held_calls.borrow_mut().take();
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| drop(held))) {
+            self.report_panic("held calls", p);
+        }
         // The values first, each marked before its drop, so that a drop
         // that reaches a property already dropped (a cycle of trusts, or a
         // drop that delegates) has its closure refused; the cells after

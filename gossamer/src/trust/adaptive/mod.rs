@@ -33,12 +33,20 @@
 //!    adaptive property until their answers are in (`pending`). It runs a
 //!    closure in place only when none is outstanding: a fiber that may
 //!    block first yields (a bounded number of times) until they are
-//!    answered; otherwise, and in delegated context, it delegates this
-//!    request too, behind the others. Delegated requests from
-//!    one thread to one trustee run in issue order, and a closure run in
-//!    place finishes before the caller issues its next request, so a
-//!    fiber's requests take effect in the order it issued them, whichever
-//!    path each took and whenever the mode switched.
+//!    answered; otherwise the call is *held* on the thread, behind them,
+//!    and runs in place once they are answered (a fiber of the thread
+//!    issues held calls in order, delegating those the mode no longer
+//!    sends in place). A call to a property with held calls is held
+//!    behind them, whatever its form; in delegated context, where nothing
+//!    runs in place, a call with none held is delegated behind the
+//!    outstanding ones. Delegated requests from one thread to one trustee
+//!    run in issue order, and a closure run in place finishes before the
+//!    caller issues its next request, so a fiber's requests take effect in
+//!    the order it issued them, whichever path each took and whenever the
+//!    mode switched. Holding instead of delegating is what lets a client
+//!    that keeps requests in flight (a window of `apply_then` calls) get
+//!    back in place after a spell of delegation: delegated behind its own
+//!    requests, its calls would keep one outstanding for good.
 //! 3. **Measuring** (see `gate` for the rule). Each mode measures the
 //!    property's throughput over its windows: callers in place (who also
 //!    record whether they found the lock held), or the trustee over the
@@ -82,6 +90,7 @@ mod registry;
 mod remote;
 mod slot;
 
+use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -95,7 +104,7 @@ use crate::runtime::worker::{Call, Worker};
 
 use gate::Progress;
 pub use gate::{Mode, Policy, Thresholds};
-use pending::Ticket;
+use pending::{Issue, Ticket};
 use remote::Handle;
 use slot::{Held, Node, NodeRef, Owner};
 
@@ -104,10 +113,9 @@ use slot::{Held, Node, NodeRef, Owner};
 const SLOW_TRUSTEE: Duration = Duration::from_millis(1);
 
 /// How many times a fiber that waits for its result anyway (`apply`)
-/// yields for its outstanding requests to be answered before it delegates
-/// behind them instead of running in place (other fibers of its thread may
-/// keep issuing). The forms that do not wait delegate behind them at once:
-/// a stream of them would otherwise wait a round trip per call.
+/// yields for its outstanding requests to be answered before it holds its
+/// call behind them (other fibers of its thread may keep issuing). The
+/// forms that do not wait are held at once.
 const DRAIN_WAITS: u32 = 64;
 
 /// A handle to an adaptive property: the calls of a [`Trust<T>`] (`apply`,
@@ -216,38 +224,66 @@ impl<T: Send + 'static> Adaptive<T> {
         self.trust().profile_id().0 as usize
     }
 
-    /// The worker on which the calling thread may run a closure in place
-    /// now, if it may: a worker of the property's process, outside
-    /// delegated context, the property in lock mode, and no request of this
-    /// thread to it outstanding (a fiber waits for those; elsewhere the
-    /// call delegates).
+    /// Where the calling thread's call goes now: in place (a worker of the
+    /// property's process, outside delegated context, the property routed
+    /// in place, and no request of this thread to it outstanding), held
+    /// behind this thread's outstanding requests or held calls to it, or
+    /// delegated. A fiber whose call would run in place but for outstanding
+    /// requests first yields, up to `drain_waits` times, for their answers.
     #[inline]
-    fn in_place_here(&self, drain_waits: u32) -> Option<(&'static Worker, &Node<T>)> {
-        let node = self.local()?;
-        if !self.routed_in_place(node) {
-            return None;
+    fn route(&self, drain_waits: u32) -> Route<'_, T> {
+        let Some(node) = self.local() else { return Route::Delegate };
+        let key = self.key();
+        let held = pending::held(key);
+        if !held && !self.routed_in_place(node) {
+            return Route::Delegate;
         }
-        let w = context::current()?;
-        let trust = self.trust();
-        let t = trust.trustee as usize;
-        if w.shared.id != trust.runtime || !w.shared.is_local(t) || w.shared.crosses(Some(w.index), t) || w.must_defer()
-        {
-            return None;
+        let Some(w) = self.counting_worker() else { return Route::Delegate };
+        if held {
+            // Behind its own held calls, in order.
+            return Route::Hold(w);
+        }
+        if !self.in_place_allowed_here(w) {
+            return Route::Delegate;
         }
         let mut waits = 0;
-        while pending::outstanding(self.key()) {
-            if !fiber::in_fiber() || waits >= drain_waits {
-                // Behind its own requests, in order.
-                return None;
+        while pending::outstanding(key) {
+            if pending::held(key) || !fiber::in_fiber() || waits >= drain_waits {
+                return Route::Hold(w);
             }
             // Let the worker take in the answers; they arrive in order.
             w.yield_now();
             waits += 1;
-            if !self.routed_in_place(node) || w.must_defer() {
-                return None;
+            if !pending::held(key) && (!self.routed_in_place(node) || !self.in_place_allowed_here(w)) {
+                return Route::Delegate;
             }
         }
-        Some((w, node))
+        Route::InPlace(w, node)
+    }
+
+    /// The calling thread's worker, if it counts its requests to this
+    /// property (a worker of this runtime in the trustee's process:
+    /// callers elsewhere never run in place, and never hold calls).
+    #[inline]
+    fn counting_worker(&self) -> Option<&'static Worker> {
+        let w = context::current()?;
+        let trust = self.trust();
+        (w.shared.id == trust.runtime && w.shared.is_local(trust.trustee as usize)).then_some(w)
+    }
+
+    /// Whether `w`, a counting worker, may run a call in place now, its
+    /// outstanding requests aside: the property routed in place, and not in
+    /// delegated context.
+    #[inline]
+    fn in_place_allowed(&self, node: &Node<T>, w: &Worker) -> bool {
+        self.routed_in_place(node) && self.in_place_allowed_here(w)
+    }
+
+    /// Whether `w`, a counting worker, may run a call in place, the mode
+    /// aside: outside delegated context, the trustee not across processes.
+    #[inline]
+    fn in_place_allowed_here(&self, w: &Worker) -> bool {
+        !w.shared.crosses(Some(w.index), self.trust().trustee as usize) && !w.must_defer()
     }
 
     /// Whether the mode sends callers in place, or this thread avoids the
@@ -272,10 +308,7 @@ impl<T: Send + 'static> Adaptive<T> {
                 }
             }
         }
-        let trust = self.trust();
-        context::current()
-            .filter(|w| w.shared.id == trust.runtime && w.shared.is_local(trust.trustee as usize))
-            .map(|_| Ticket::take(self.key()))
+        self.counting_worker().map(|_| Ticket::take(self.key()))
     }
 
     /// Runs `f` on the property, exclusively, and waits for its result, as
@@ -291,7 +324,12 @@ impl<T: Send + 'static> Adaptive<T> {
         F: Delegable, // delegated closures capture plain values only: pass references, heap data and trusts through `apply_with`
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
-        if let Some((w, node)) = self.in_place_here(DRAIN_WAITS) {
+        let (w, node) = match self.route(DRAIN_WAITS) {
+            Route::InPlace(w, node) => (w, node),
+            Route::Hold(w) => return self.apply_held(w, f),
+            Route::Delegate => return self.apply_delegated(f),
+        };
+        {
             w.check_may_block();
             // A fiber whose calls all run in place never suspends: now and
             // then, let the worker's other fibers and trustee duties run.
@@ -302,8 +340,35 @@ impl<T: Send + 'static> Adaptive<T> {
                 f(held.value())
             };
             w.run_deferred();
-            return u;
+            u
         }
+    }
+
+    /// `apply` behind this thread's held calls to the property: held with
+    /// them, and waited for.
+    #[cold]
+    fn apply_held<F, U>(&self, w: &Worker, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable,
+    {
+        w.check_may_block();
+        let done = Arc::new(future::Done::new());
+        let d = done.clone();
+        self.then_impl::<F, U, _, TryThen>(
+            f,
+            move |r: Result<U, Panicked>| d.complete(Some(r.map_err(Panicked::into_panic))),
+            "apply",
+        );
+        future::block_on(ApplyFuture::from_done(done))
+    }
+
+    /// `apply`, delegated to the trustee.
+    fn apply_delegated<F, U>(&self, f: F) -> U
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable,
+    {
         let ticket = self.ticket();
         let adaptive = self.local().filter(|n| n.slot.gate.policy() == Policy::Adaptive);
         let start = adaptive.map(|n| (n, Instant::now()));
@@ -321,6 +386,11 @@ impl<T: Send + 'static> Adaptive<T> {
     /// Runs `f` on the property without waiting, then `then` with its
     /// result on this thread, as [`Trust::apply_then`] does (in place, both
     /// run at once). Allowed in delegated context, where it delegates.
+    ///
+    /// In lock mode, while requests of this thread to the property are
+    /// still in flight (delegated before the switch), the call waits on
+    /// this thread behind them, without blocking the caller, and runs in
+    /// place once they are answered: `then` runs later then, not at once.
     #[inline]
     pub fn apply_then<F, U, G>(&self, f: F, then: G)
     where
@@ -352,20 +422,56 @@ impl<T: Send + 'static> Adaptive<T> {
         G: 'static,
         K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
     {
-        if let Some((w, node)) = self.in_place_here(0) {
-            let r = {
-                let mut held = Held::in_place(&node.slot);
-                let _g = w.enter_delegated();
-                catch_unwind(AssertUnwindSafe(|| f(held.value())))
-            };
-            // As on the local shortcut of a `Trust`: the callback runs at
-            // once, after the closure, the lock released.
-            if let Some((what, p)) = K::run(then, r) {
-                w.report_panic(what, p);
-            }
-            w.run_deferred();
-            return;
+        match self.route(0) {
+            Route::InPlace(w, node) => self.then_in_place::<F, U, G, K>(w, node, f, then),
+            Route::Hold(w) => self.hold_then::<F, U, G, K>(w, f, then, call),
+            Route::Delegate => self.then_delegated::<F, U, G, K>(f, then, call),
         }
+    }
+
+    /// Holds the call behind this thread's outstanding requests to the
+    /// property (see `pending`).
+    #[cold]
+    fn hold_then<F, U, G, K>(&self, w: &Worker, f: F, then: G, call: &'static str)
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable,
+        G: 'static,
+        K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
+    {
+        let held = HeldThen::<T, F, G, K> { handle: self.clone(), f, then, call, _kind: PhantomData };
+        pending::hold(w, self.key(), Box::new(held));
+    }
+
+    /// Runs `f` in place, then `then`.
+    #[inline]
+    fn then_in_place<F, U, G, K>(&self, w: &Worker, node: &Node<T>, f: F, then: G)
+    where
+        F: FnOnce(&mut T) -> U,
+        K: ThenKind<U, G>,
+    {
+        let r = {
+            let mut held = Held::in_place(&node.slot);
+            let _g = w.enter_delegated();
+            catch_unwind(AssertUnwindSafe(|| f(held.value())))
+        };
+        // As on the local shortcut of a `Trust`: the callback runs at
+        // once, after the closure, the lock released.
+        if let Some((what, p)) = K::run(then, r) {
+            w.report_panic(what, p);
+        }
+        w.run_deferred();
+    }
+
+    /// Delegates `f` to the trustee, `then` to run with its answer.
+    #[inline]
+    fn then_delegated<F, U, G, K>(&self, f: F, then: G, call: &'static str)
+    where
+        F: FnOnce(&mut T) -> U + Send + 'static,
+        U: Transferable, // serialized across processes: must own its data, no reference or pointer
+        G: 'static,
+        K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
+    {
         match self.ticket() {
             Some(ticket) => self.trust().then_impl::<_, U, _, K>(
                 move |o: &mut Owner<T>| serve(o, f),
@@ -469,6 +575,50 @@ impl<T: Send + 'static> Adaptive<T> {
     /// requests.
     pub fn profile_id(&self) -> crate::profile::TrustId {
         self.trust().profile_id()
+    }
+}
+
+/// Where a call goes (see `Adaptive::route`).
+enum Route<'a, T> {
+    InPlace(&'static Worker, &'a Node<T>),
+    Hold(&'static Worker),
+    Delegate,
+}
+
+/// A call held on its thread (see `pending`): the closure, its callback
+/// and a handle that keeps the property alive until it is issued.
+struct HeldThen<T: Send + 'static, F, G, K> {
+    handle: Adaptive<T>,
+    f: F,
+    then: G,
+    call: &'static str,
+    _kind: PhantomData<K>,
+}
+
+impl<T, F, U, G, K> pending::HeldCall for HeldThen<T, F, G, K>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut T) -> U + Send + 'static,
+    U: Transferable,
+    G: 'static,
+    K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
+{
+    fn issue(self: Box<Self>) -> Result<(), Box<dyn pending::HeldCall>> {
+        let h = &self.handle;
+        let in_place = match (h.local(), h.counting_worker()) {
+            (Some(node), Some(w)) if h.in_place_allowed(node, w) => Some(w),
+            _ => None,
+        };
+        let how = if in_place.is_some() { Issue::InPlace } else { Issue::Delegate };
+        if !how.may_go(h.key()) {
+            return Err(self);
+        }
+        let HeldThen { handle, f, then, call, .. } = *self;
+        match (in_place, handle.local()) {
+            (Some(w), Some(node)) => handle.then_in_place::<F, U, G, K>(w, node, f, then),
+            _ => handle.then_delegated::<F, U, G, K>(f, then, call),
+        }
+        Ok(())
     }
 }
 

@@ -12,6 +12,17 @@
 //! outstanding that are not its own (it then waits or delegates, which is
 //! always allowed), never the reverse.
 //!
+//! A call that would run in place but finds requests of its thread to the
+//! property still outstanding is *held* instead of delegated (see
+//! [`hold`]): it waits on its thread, in issue order, until the answers
+//! are in, and then runs in place. Delegating it would keep the thread's
+//! count above zero for as long as it keeps requests in flight (a client
+//! with a window of `apply_then` calls always has some), so that its calls
+//! would stay delegated in lock mode for good. A later call to a property
+//! with held calls is held behind them. When the count of a property
+//! whose calls are held drops to zero, a fiber of the thread issues them
+//! (`flush`): in place where the mode allows, delegated otherwise.
+//!
 //! Each thread also keeps, per trustee, whether it is *avoiding* it: after
 //! it saw the trustee fall behind (its thread preempted or busy, on an
 //! oversubscribed machine), it runs its calls to that trustee's adaptive
@@ -23,11 +34,18 @@
 //! each slow finding in a row and is forgotten once the thread sees the
 //! trustee keep up.
 
+use std::any::Any;
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::marker::PhantomData;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::runtime::context;
+use crate::runtime::worker::Worker;
 
 /// Counters per thread (a power of two).
 const BUCKETS: usize = 1024;
+const _: () = assert!(BUCKETS.is_power_of_two());
 
 /// Delegated calls between two checks of the delegate window's progress.
 const CHECK_EVERY: u32 = 64;
@@ -45,20 +63,63 @@ thread_local! {
     static AVOID: [Cell<u32>; TRUSTEES] = const { [const { Cell::new(0) }; TRUSTEES] };
     static STRIKES: [Cell<u8>; TRUSTEES] = const { [const { Cell::new(0) }; TRUSTEES] };
     static CALLS: Cell<u32> = const { Cell::new(0) };
-    static PENDING: [Cell<u32>; BUCKETS] = const { [const { Cell::new(0) }; BUCKETS] };
+    static PENDING: [Counts; BUCKETS] = const { [const { Counts::new() }; BUCKETS] };
+    /// A fiber to issue held calls has been started and has not run yet.
+    static FLUSH_DUE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// One counter of a thread: delegated requests outstanding, and calls held
+/// behind them, of the properties that share it.
+struct Counts {
+    pending: Cell<u32>,
+    held: Cell<u32>,
+}
+
+impl Counts {
+    const fn new() -> Counts {
+        Counts { pending: Cell::new(0), held: Cell::new(0) }
+    }
 }
 
 #[inline]
 fn bucket(key: usize) -> usize {
-    // Nodes are cache-line aligned: the low bits carry nothing.
-    ((key >> 6) ^ (key >> 16)) & (BUCKETS - 1)
+    // A 64-bit finalizer (MurmurHash3's): every bit of the address moves
+    // the result (properties made together lie at a fixed stride, which a
+    // mask of some bits would fold onto a fraction of the counters).
+    let mut x = key as u64;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^= x >> 33;
+    (x as usize) & (BUCKETS - 1)
 }
 
 /// True when the calling thread may have a delegated request to the
-/// property `key` outstanding (certainly, if it has one).
+/// property `key` outstanding, or a call to it held (certainly, if it has
+/// one).
 #[inline]
 pub(crate) fn outstanding(key: usize) -> bool {
-    PENDING.try_with(|p| p[bucket(key)].get() != 0).unwrap_or(false)
+    PENDING
+        .try_with(|p| {
+            let c = &p[bucket(key)];
+            c.pending.get() != 0 || c.held.get() != 0
+        })
+        .unwrap_or(false)
+}
+
+/// True when the calling thread holds a call to the property `key` (or to
+/// one that shares its counter): a new call goes behind it.
+#[inline]
+pub(crate) fn held(key: usize) -> bool {
+    PENDING.try_with(|p| p[bucket(key)].held.get() != 0).unwrap_or(false)
+}
+
+/// True when the calling thread has delegated requests to the property
+/// `key` outstanding (held calls aside).
+#[inline]
+fn delegated(key: usize) -> bool {
+    PENDING.try_with(|p| p[bucket(key)].pending.get() != 0).unwrap_or(false)
 }
 
 /// True every [`CHECK_EVERY`]-th delegated call of this thread.
@@ -118,7 +179,7 @@ impl Ticket {
     #[inline]
     pub(crate) fn take(key: usize) -> Ticket {
         let bucket = bucket(key);
-        let _ = PENDING.try_with(|p| p[bucket].set(p[bucket].get() + 1));
+        let _ = PENDING.try_with(|p| p[bucket].pending.set(p[bucket].pending.get() + 1));
         Ticket { bucket, _here: PhantomData }
     }
 }
@@ -127,6 +188,126 @@ impl Drop for Ticket {
     #[inline]
     fn drop(&mut self) {
         // At thread exit the counts may be gone already: nothing to count.
-        let _ = PENDING.try_with(|p| p[self.bucket].set(p[self.bucket].get().saturating_sub(1)));
+        let due = PENDING
+            .try_with(|p| {
+                let c = &p[self.bucket];
+                let n = c.pending.get().saturating_sub(1);
+                c.pending.set(n);
+                n == 0 && c.held.get() != 0
+            })
+            .unwrap_or(false);
+        if due {
+            schedule_flush();
+        }
+    }
+}
+
+/// A call held on its thread behind the thread's outstanding requests to
+/// its property (see the module documentation).
+pub(crate) trait HeldCall {
+    /// Issues the call if it may go now (see [`Issue`]); otherwise gives
+    /// it back, to stay held.
+    fn issue(self: Box<Self>) -> Result<(), Box<dyn HeldCall>>;
+}
+
+/// Whether a held call may be issued now.
+pub(crate) enum Issue {
+    /// In place: only once the thread's requests to the property are
+    /// answered.
+    InPlace,
+    /// Delegated, behind the requests of the thread already delegated.
+    Delegate,
+}
+
+impl Issue {
+    /// Whether a call to `key` routed this way may go now.
+    pub(crate) fn may_go(self, key: usize) -> bool {
+        matches!(self, Issue::Delegate) || !delegated(key)
+    }
+}
+
+/// The held calls of one thread, in issue order, with their counters.
+type Queue = VecDeque<(usize, Box<dyn HeldCall>)>;
+
+/// Holds `call` to the property `key`, behind the calling worker's
+/// outstanding requests to it and its calls held before. Only on a worker.
+pub(crate) fn hold(w: &Worker, key: usize, call: Box<dyn HeldCall>) {
+    let b = bucket(key);
+    PENDING.with(|p| p[b].held.set(p[b].held.get() + 1));
+    with_queue(w, |q| q.push_back((b, call)));
+    // Nothing outstanding any more (an answer came while the caller
+    // decided): no answer would start the issue.
+    if !PENDING.with(|p| p[b].pending.get() != 0) {
+        schedule_flush();
+    }
+}
+
+fn with_queue<R>(w: &Worker, f: impl FnOnce(&mut Queue) -> R) -> R {
+    let mut slot = w.held_calls.borrow_mut();
+    let any = slot.get_or_insert_with(|| Box::new(Queue::new()) as Box<dyn Any>);
+    f(any.downcast_mut::<Queue>().expect("gossamer: held calls of another kind"))
+}
+
+/// Starts a fiber of this worker that issues the held calls, unless one is
+/// started already.
+fn schedule_flush() {
+    let Some(w) = context::current() else { return };
+    if w.cleaning.get() || FLUSH_DUE.with(|d| d.replace(true)) {
+        return;
+    }
+    w.spawn_boxed(Box::new(flush));
+}
+
+/// Issues, in order, every held call that may go now: per counter, up to
+/// the first that must still wait (the ones behind it wait too).
+fn flush() {
+    FLUSH_DUE.with(|d| d.set(false));
+    let Some(w) = context::current() else { return };
+    let mut queue = with_queue(w, std::mem::take);
+    let mut kept = Queue::new();
+    let mut blocked = [0u64; BUCKETS / 64];
+    while let Some((b, call)) = queue.pop_front() {
+        if blocked[b / 64] & (1 << (b % 64)) != 0 {
+            kept.push_back((b, call));
+            continue;
+        }
+        // Counted as held no longer while it runs: a call its callback
+        // makes goes behind the calls still held only.
+        PENDING.with(|p| p[b].held.set(p[b].held.get() - 1));
+        match catch_unwind(AssertUnwindSafe(|| call.issue())) {
+            Ok(Ok(())) => {}
+            Ok(Err(call)) => {
+                PENDING.with(|p| p[b].held.set(p[b].held.get() + 1));
+                blocked[b / 64] |= 1 << (b % 64);
+                kept.push_back((b, call));
+            }
+            Err(p) => w.report_panic("held call", p),
+        }
+    }
+    // Calls held while this ran went behind the ones kept.
+    with_queue(w, |q| {
+        kept.append(q);
+        *q = kept;
+    });
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Properties made together lie at a fixed stride: their counters
+    /// must spread over the table about as random ones would (1000 keys in
+    /// 1024 counters: about 640 distinct), not fold onto a fraction of it.
+    #[test]
+    fn keys_at_a_stride_spread_over_the_counters() {
+        for stride in [64usize, 128, 192, 256, 4096] {
+            let base = 0x7f3a_1200_0000usize;
+            let mut seen = [false; BUCKETS];
+            for i in 0..1000 {
+                seen[bucket(base + i * stride)] = true;
+            }
+            let distinct = seen.iter().filter(|&&s| s).count();
+            assert!(distinct > 560, "stride {stride}: {distinct} distinct counters of {BUCKETS}");
+        }
     }
 }

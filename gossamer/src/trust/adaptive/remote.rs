@@ -26,7 +26,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::gate::{Policy, Thresholds};
 use super::slot::{Held, NodeRef, Owner};
-use super::{Adaptive, Counted, DRAIN_WAITS};
+use super::{Adaptive, Counted, Route, DRAIN_WAITS};
 use crate::channel::remote::FnCode;
 use crate::error::Panicked;
 use crate::runtime::context;
@@ -83,7 +83,17 @@ impl<T: Send + 'static> Adaptive<T> {
         V: Transferable, // serialized across processes: must own its data, no reference or pointer
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
     {
-        if let Some((cw, node)) = self.in_place_here(DRAIN_WAITS) {
+        let (cw, node) = match self.route(DRAIN_WAITS) {
+            Route::InPlace(cw, node) => (cw, node),
+            Route::Hold(cw) => return self.apply_held(cw, move |v: &mut T| f(v, w)),
+            Route::Delegate => {
+                let ticket = self.ticket();
+                let u = self.trust().apply_with(serve_with::<T, V, U>, (FnCode(f), w));
+                drop(ticket);
+                return u;
+            }
+        };
+        {
             cw.check_may_block();
             cw.local_turn();
             let u = {
@@ -92,12 +102,8 @@ impl<T: Send + 'static> Adaptive<T> {
                 f(held.value(), w)
             };
             cw.run_deferred();
-            return u;
+            u
         }
-        let ticket = self.ticket();
-        let u = self.trust().apply_with(serve_with::<T, V, U>, (FnCode(f), w));
-        drop(ticket);
-        u
     }
 
     /// The non-blocking form of [`apply_with`](Adaptive::apply_with), as
@@ -130,7 +136,25 @@ impl<T: Send + 'static> Adaptive<T> {
         G: 'static,
         K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
     {
-        if let Some((cw, node)) = self.in_place_here(0) {
+        let (cw, node) = match self.route(0) {
+            Route::InPlace(cw, node) => (cw, node),
+            Route::Hold(cw) => {
+                // Held on a worker of the trustee's process, where the
+                // call, when it goes, may be delegated as a closure.
+                return self.hold_then::<_, U, G, K>(cw, move |v: &mut T| f(v, w), then, "apply_with_then");
+            }
+            Route::Delegate => {
+                let arg = (FnCode(f), w);
+                match self.ticket() {
+                    Some(ticket) => {
+                        self.trust().with_then_impl::<_, U, _, K>(serve_with::<T, V, U>, arg, Counted { ticket, then })
+                    }
+                    None => self.trust().with_then_impl::<_, U, G, K>(serve_with::<T, V, U>, arg, then),
+                }
+                return;
+            }
+        };
+        {
             let r = {
                 let mut held = Held::in_place(&node.slot);
                 let _g = cw.enter_delegated();
@@ -140,14 +164,6 @@ impl<T: Send + 'static> Adaptive<T> {
                 cw.report_panic(what, p);
             }
             cw.run_deferred();
-            return;
-        }
-        let arg = (FnCode(f), w);
-        match self.ticket() {
-            Some(ticket) => {
-                self.trust().with_then_impl::<_, U, _, K>(serve_with::<T, V, U>, arg, Counted { ticket, then })
-            }
-            None => self.trust().with_then_impl::<_, U, G, K>(serve_with::<T, V, U>, arg, then),
         }
     }
 
