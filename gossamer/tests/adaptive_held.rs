@@ -78,6 +78,32 @@ fn calls_behind_requests_in_flight_are_held_then_run_in_place_in_order() {
 }
 
 #[test]
+fn a_call_made_by_a_held_calls_callback_goes_behind_the_calls_still_held() {
+    on_thread_0(|| {
+        let a = Rc::new(delegating(Log::new()));
+        let done = Rc::new(Cell::new(0u64));
+        for i in 0..20 {
+            a.apply_then(record(i), count(&done));
+        }
+        a.set_policy(Policy::Lock);
+        for i in 20..40 {
+            // Each held call's callback makes one more call, numbered after
+            // every call made here: it must take effect after them all.
+            let (again, d) = (a.clone(), done.clone());
+            a.apply_then(record(i), move |()| {
+                d.set(d.get() + 1);
+                again.apply_then(record(i + 20), count(&d));
+            });
+        }
+        while done.get() < 60 {
+            gossamer::yield_now();
+        }
+        let order: Vec<u64> = a.apply(|v| v.clone()).iter().map(|e| e.0).collect();
+        assert_eq!(order, (0..60).collect::<Vec<_>>(), "calls took effect out of issue order");
+    });
+}
+
+#[test]
 fn held_calls_go_delegated_if_the_mode_switches_back_meanwhile() {
     on_thread_0(|| {
         let a = delegating(Log::new());

@@ -390,7 +390,8 @@ impl<T: Send + 'static> Adaptive<T> {
     /// In lock mode, while requests of this thread to the property are
     /// still in flight (delegated before the switch), the call waits on
     /// this thread behind them, without blocking the caller, and runs in
-    /// place once they are answered: `then` runs later then, not at once.
+    /// place once they are answered: `then` runs later then, not at once,
+    /// and in delegated context, as a delegated call's callback does.
     #[inline]
     pub fn apply_then<F, U, G>(&self, f: F, then: G)
     where
@@ -603,7 +604,7 @@ where
     G: 'static,
     K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
 {
-    fn issue(self: Box<Self>) -> Result<(), Box<dyn pending::HeldCall>> {
+    fn issue(self: Box<Self>, w: &Worker) -> Result<(), Box<dyn pending::HeldCall>> {
         let h = &self.handle;
         let in_place = match (h.local(), h.counting_worker()) {
             (Some(node), Some(w)) if h.in_place_allowed(node, w) => Some(w),
@@ -614,6 +615,10 @@ where
             return Err(self);
         }
         let HeldThen { handle, f, then, call, .. } = *self;
+        // Run as a delegated call's callback is, in delegated context:
+        // nothing here may suspend the fiber that issues the held calls
+        // (one held behind it meanwhile would go first).
+        let _g = w.enter_delegated();
         match (in_place, handle.local()) {
             (Some(w), Some(node)) => handle.then_in_place::<F, U, G, K>(w, node, f, then),
             _ => handle.then_delegated::<F, U, G, K>(f, then, call),

@@ -205,9 +205,10 @@ impl Drop for Ticket {
 /// A call held on its thread behind the thread's outstanding requests to
 /// its property (see the module documentation).
 pub(crate) trait HeldCall {
-    /// Issues the call if it may go now (see [`Issue`]); otherwise gives
-    /// it back, to stay held.
-    fn issue(self: Box<Self>) -> Result<(), Box<dyn HeldCall>>;
+    /// Issues the call on `w` if it may go now (see [`Issue`]), in
+    /// delegated context (nothing it runs may suspend the issuing fiber);
+    /// otherwise gives it back, to stay held.
+    fn issue(self: Box<Self>, w: &Worker) -> Result<(), Box<dyn HeldCall>>;
 }
 
 /// Whether a held call may be issued now.
@@ -274,7 +275,10 @@ fn flush() {
         // Counted as held no longer while it runs: a call its callback
         // makes goes behind the calls still held only.
         PENDING.with(|p| p[b].held.set(p[b].held.get() - 1));
-        match catch_unwind(AssertUnwindSafe(|| call.issue())) {
+        let r = catch_unwind(AssertUnwindSafe(|| call.issue(w)));
+        // What it queued on this thread's own trusts, outside its context.
+        w.run_deferred();
+        match r {
             Ok(Ok(())) => {}
             Ok(Err(call)) => {
                 PENDING.with(|p| p[b].held.set(p[b].held.get() + 1));
