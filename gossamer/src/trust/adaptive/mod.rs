@@ -329,19 +329,17 @@ impl<T: Send + 'static> Adaptive<T> {
             Route::Hold(w) => return self.apply_held(w, f),
             Route::Delegate => return self.apply_delegated(f),
         };
-        {
-            w.check_may_block();
-            // A fiber whose calls all run in place never suspends: now and
-            // then, let the worker's other fibers and trustee duties run.
-            w.local_turn();
-            let u = {
-                let mut held = Held::in_place(&node.slot);
-                let _g = w.enter_delegated();
-                f(held.value())
-            };
-            w.run_deferred();
-            u
-        }
+        w.check_may_block();
+        // A fiber whose calls all run in place never suspends: now and
+        // then, let the worker's other fibers and trustee duties run.
+        w.local_turn();
+        let u = {
+            let mut held = Held::in_place(&node.slot);
+            let _g = w.enter_delegated();
+            f(held.value())
+        };
+        w.run_deferred();
+        u
     }
 
     /// `apply` behind this thread's held calls to the property: held with

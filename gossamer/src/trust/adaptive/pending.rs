@@ -9,8 +9,8 @@
 //! than per fiber: per-fiber order follows. Properties share a fixed array
 //! of counters by a hash of their address: a count is exact per counter,
 //! and a property whose counter another one shares may see requests as
-//! outstanding that are not its own (it then waits or delegates, which is
-//! always allowed), never the reverse.
+//! outstanding that are not its own (it then waits, holds or delegates,
+//! which is always allowed), never the reverse.
 //!
 //! A call that would run in place but finds requests of its thread to the
 //! property still outstanding is *held* instead of delegated (see

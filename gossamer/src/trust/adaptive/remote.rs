@@ -93,17 +93,15 @@ impl<T: Send + 'static> Adaptive<T> {
                 return u;
             }
         };
-        {
-            cw.check_may_block();
-            cw.local_turn();
-            let u = {
-                let mut held = Held::in_place(&node.slot);
-                let _g = cw.enter_delegated();
-                f(held.value(), w)
-            };
-            cw.run_deferred();
-            u
-        }
+        cw.check_may_block();
+        cw.local_turn();
+        let u = {
+            let mut held = Held::in_place(&node.slot);
+            let _g = cw.enter_delegated();
+            f(held.value(), w)
+        };
+        cw.run_deferred();
+        u
     }
 
     /// The non-blocking form of [`apply_with`](Adaptive::apply_with), as
@@ -136,13 +134,11 @@ impl<T: Send + 'static> Adaptive<T> {
         G: 'static,
         K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
     {
-        let (cw, node) = match self.route(0) {
-            Route::InPlace(cw, node) => (cw, node),
-            Route::Hold(cw) => {
-                // Held on a worker of the trustee's process, where the
-                // call, when it goes, may be delegated as a closure.
-                return self.hold_then::<_, U, G, K>(cw, move |v: &mut T| f(v, w), then, "apply_with_then");
-            }
+        match self.route(0) {
+            Route::InPlace(cw, node) => self.then_in_place::<_, U, G, K>(cw, node, move |v: &mut T| f(v, w), then),
+            // Held on a worker of the trustee's process, where the call,
+            // when it goes, may be delegated as a closure.
+            Route::Hold(cw) => self.hold_then::<_, U, G, K>(cw, move |v: &mut T| f(v, w), then, "apply_with_then"),
             Route::Delegate => {
                 let arg = (FnCode(f), w);
                 match self.ticket() {
@@ -151,19 +147,7 @@ impl<T: Send + 'static> Adaptive<T> {
                     }
                     None => self.trust().with_then_impl::<_, U, G, K>(serve_with::<T, V, U>, arg, then),
                 }
-                return;
             }
-        };
-        {
-            let r = {
-                let mut held = Held::in_place(&node.slot);
-                let _g = cw.enter_delegated();
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(held.value(), w)))
-            };
-            if let Some((what, p)) = K::run(then, r) {
-                cw.report_panic(what, p);
-            }
-            cw.run_deferred();
         }
     }
 
