@@ -104,7 +104,7 @@ use crate::runtime::worker::{Call, Worker};
 
 use gate::Progress;
 pub use gate::{Mode, Policy, Thresholds};
-use pending::{Issue, Ticket};
+use pending::{Counter, Ticket};
 use remote::Handle;
 use slot::{Held, Node, NodeRef, Owner};
 
@@ -233,8 +233,8 @@ impl<T: Send + 'static> Adaptive<T> {
     #[inline]
     fn route(&self, drain_waits: u32) -> Route<'_, T> {
         let Some(node) = self.local() else { return Route::Delegate };
-        let key = self.key();
-        let held = pending::held(key);
+        let counter = Counter::of(self.key());
+        let held = counter.held();
         if !held && !self.routed_in_place(node) {
             return Route::Delegate;
         }
@@ -247,14 +247,14 @@ impl<T: Send + 'static> Adaptive<T> {
             return Route::Delegate;
         }
         let mut waits = 0;
-        while pending::outstanding(key) {
-            if pending::held(key) || !fiber::in_fiber() || waits >= drain_waits {
+        while counter.outstanding() {
+            if counter.held() || !fiber::in_fiber() || waits >= drain_waits {
                 return Route::Hold(w);
             }
             // Let the worker take in the answers; they arrive in order.
             w.yield_now();
             waits += 1;
-            if !pending::held(key) && (!self.routed_in_place(node) || !self.in_place_allowed_here(w)) {
+            if !counter.held() && (!self.routed_in_place(node) || !self.in_place_allowed_here(w)) {
                 return Route::Delegate;
             }
         }
@@ -608,8 +608,9 @@ where
             (Some(node), Some(w)) if h.in_place_allowed(node, w) => Some(w),
             _ => None,
         };
-        let how = if in_place.is_some() { Issue::InPlace } else { Issue::Delegate };
-        if !how.may_go(h.key()) {
+        // In place only once the thread's requests to it are answered;
+        // delegated at once, behind them.
+        if in_place.is_some() && Counter::of(h.key()).delegated() {
             return Err(self);
         }
         let HeldThen { handle, f, then, call, .. } = *self;

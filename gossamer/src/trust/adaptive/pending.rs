@@ -95,31 +95,42 @@ fn bucket(key: usize) -> usize {
     (x as usize) & (BUCKETS - 1)
 }
 
-/// True when the calling thread may have a delegated request to the
-/// property `key` outstanding, or a call to it held (certainly, if it has
-/// one).
-#[inline]
-pub(crate) fn outstanding(key: usize) -> bool {
-    PENDING
-        .try_with(|p| {
-            let c = &p[bucket(key)];
-            c.pending.get() != 0 || c.held.get() != 0
-        })
-        .unwrap_or(false)
-}
+/// The calling thread's counter of a property: found once per call (the
+/// hash of the property's address), read as often as the call needs.
+#[derive(Clone, Copy)]
+pub(crate) struct Counter(usize);
 
-/// True when the calling thread holds a call to the property `key` (or to
-/// one that shares its counter): a new call goes behind it.
-#[inline]
-pub(crate) fn held(key: usize) -> bool {
-    PENDING.try_with(|p| p[bucket(key)].held.get() != 0).unwrap_or(false)
-}
+impl Counter {
+    #[inline]
+    pub(crate) fn of(key: usize) -> Counter {
+        Counter(bucket(key))
+    }
 
-/// True when the calling thread has delegated requests to the property
-/// `key` outstanding (held calls aside).
-#[inline]
-fn delegated(key: usize) -> bool {
-    PENDING.try_with(|p| p[bucket(key)].pending.get() != 0).unwrap_or(false)
+    #[inline]
+    fn read(self, f: impl FnOnce(&Counts) -> bool) -> bool {
+        PENDING.try_with(|p| f(&p[self.0])).unwrap_or(false)
+    }
+
+    /// True when the thread may have a delegated request to the property
+    /// outstanding, or a call to it held (certainly, if it has one).
+    #[inline]
+    pub(crate) fn outstanding(self) -> bool {
+        self.read(|c| c.pending.get() != 0 || c.held.get() != 0)
+    }
+
+    /// True when the thread holds a call to the property (or to one that
+    /// shares its counter): a new call goes behind it.
+    #[inline]
+    pub(crate) fn held(self) -> bool {
+        self.read(|c| c.held.get() != 0)
+    }
+
+    /// True when the thread has delegated requests to the property
+    /// outstanding (held calls aside): a held call may not run in place yet.
+    #[inline]
+    pub(crate) fn delegated(self) -> bool {
+        self.read(|c| c.pending.get() != 0)
+    }
 }
 
 /// True every [`CHECK_EVERY`]-th delegated call of this thread.
@@ -205,26 +216,12 @@ impl Drop for Ticket {
 /// A call held on its thread behind the thread's outstanding requests to
 /// its property (see the module documentation).
 pub(crate) trait HeldCall {
-    /// Issues the call on `w` if it may go now (see [`Issue`]), in
+    /// Issues the call on `w` if it may go now (in place only once the
+    /// thread's requests to the property are answered; delegated at once,
+    /// behind them), in
     /// delegated context (nothing it runs may suspend the issuing fiber);
     /// otherwise gives it back, to stay held.
     fn issue(self: Box<Self>, w: &Worker) -> Result<(), Box<dyn HeldCall>>;
-}
-
-/// Whether a held call may be issued now.
-pub(crate) enum Issue {
-    /// In place: only once the thread's requests to the property are
-    /// answered.
-    InPlace,
-    /// Delegated, behind the requests of the thread already delegated.
-    Delegate,
-}
-
-impl Issue {
-    /// Whether a call to `key` routed this way may go now.
-    pub(crate) fn may_go(self, key: usize) -> bool {
-        matches!(self, Issue::Delegate) || !delegated(key)
-    }
 }
 
 /// The held calls of one thread, in issue order, with their counters.
