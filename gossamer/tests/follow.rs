@@ -10,6 +10,7 @@ use common::{rt, within};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use gossamer::{FollowParams, MigrationPolicy, Trust};
 
@@ -49,6 +50,33 @@ fn place(t: &Trust<State>) -> usize {
     t.apply(|_| gossamer::current_thread().expect("a closure runs on a worker"))
 }
 
+/// Where the value is once a move the policy asked for has landed, if it
+/// is `expected` within 5 s. The holder asks for a move and the origin
+/// makes it on its own thread: on a loaded machine (other tests' workers
+/// on the same cores) that may come after the last request of a phase,
+/// so the caller yields (letting this thread, the origin's, take the
+/// request in) instead of judging at once. A place other than `expected`
+/// is returned after 5 s, for the caller's assertion to report.
+fn place_once_settled(t: &Trust<State>, expected: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let p = place(t);
+        if p == expected || Instant::now() >= deadline {
+            return p;
+        }
+        gossamer::yield_now();
+    }
+}
+
+/// The trustees the requests ran on, in turn, with the value's place now
+/// added when a last move landed after the last request.
+fn with_last_move(mut places: Vec<usize>, now: usize) -> Vec<usize> {
+    if places.last() != Some(&now) {
+        places.push(now);
+    }
+    places
+}
+
 #[test]
 fn a_property_used_from_one_thread_moves_to_that_threads_trustee() {
     within(120, || {
@@ -82,11 +110,12 @@ fn a_property_used_from_one_thread_moves_to_that_threads_trustee() {
             for c in clients {
                 c.join().unwrap();
             }
-            assert_eq!(place(&t), 2, "the property did not move to the trustee of the thread that uses it");
+            let now = place_once_settled(&t, 2);
+            assert_eq!(now, 2, "the property did not move to the trustee of the thread that uses it");
             let (total, log, places) = t.apply(|st| (st.total, std::mem::take(&mut st.log), st.places.clone()));
             assert_eq!(total, u64::from(CLIENTS * PER_CLIENT), "every request once");
             check_order(&log, CLIENTS, PER_CLIENT);
-            assert_eq!(places, vec![0, 2], "one move, from the origin to thread 2");
+            assert_eq!(with_last_move(places, now), vec![0, 2], "one move, from the origin to thread 2");
         });
     });
 }
@@ -140,10 +169,10 @@ fn two_threads_taking_turns_it_follows_the_main_user_with_hysteresis() {
             let mut next = 0;
             // Thread 1 alone: the property follows it.
             drive(&t, mix(N, 1, 0), 0, &mut next);
-            assert_eq!(place(&t), 1, "it did not follow the only user, thread 1");
+            assert_eq!(place_once_settled(&t, 1), 1, "it did not follow the only user, thread 1");
             // Thread 2 alone: it follows.
             drive(&t, mix(N, 0, 1), 0, &mut next);
-            assert_eq!(place(&t), 2, "it did not follow the only user, thread 2");
+            assert_eq!(place_once_settled(&t, 2), 2, "it did not follow the only user, thread 2");
             // Thread 1 at 75 %: a majority, but going back to the trustee
             // it left takes 80 %: it stays.
             drive(&t, mix(N, 3, 1), 0, &mut next);
@@ -153,11 +182,16 @@ fn two_threads_taking_turns_it_follows_the_main_user_with_hysteresis() {
             assert_eq!(place(&t), 2, "it moved with no majority");
             // Thread 1 alone: back to it.
             drive(&t, mix(N, 1, 0), 0, &mut next);
-            assert_eq!(place(&t), 1, "it did not go back to thread 1 on a clear return share");
+            let now = place_once_settled(&t, 1);
+            assert_eq!(now, 1, "it did not go back to thread 1 on a clear return share");
             let (total, log, places) = t.apply(|st| (st.total, std::mem::take(&mut st.log), st.places.clone()));
             assert_eq!(total, 5 * N as u64, "every request once");
             check_order(&log, 1, 5 * N as u32);
-            assert_eq!(places, vec![0, 1, 2, 1], "moves: to thread 1, to thread 2, back to thread 1, no others");
+            assert_eq!(
+                with_last_move(places, now),
+                vec![0, 1, 2, 1],
+                "moves: to thread 1, to thread 2, back to thread 1, no others"
+            );
         });
     });
 }
