@@ -94,12 +94,7 @@ done >"$OUT/all.csv"
 
 echo
 echo "Mops/s, medians over $ROUNDS rounds × $REPEAT repetitions; auto ÷ the best fixed k of the same cell:"
-awk -F, -v ks="${ks[*]}" '
-    function median(list,    a, n, i, j, t) {
-        n = split(list, a, " ")
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
+awk -F, -v ks="${ks[*]}" "$(cat scripts/lib/median.awk)"'
     {
         cell = $1 "," $2 "," $3
         if (!(cell in seen)) { seen[cell] = 1; order[++cells] = cell }
@@ -122,7 +117,11 @@ awk -F, -v ks="${ks[*]}" '
             print line "," bestk "," ratio
         }
     }' "$OUT/all.csv" >"$OUT/summary.csv"
-column -t -s, "$OUT/summary.csv"
+if command -v column >/dev/null; then
+    column -t -s, "$OUT/summary.csv"
+else
+    tr , '\t' <"$OUT/summary.csv"
+fi
 
 echo
 echo "The controller's count at the end of each measurement (all rounds):"

@@ -49,13 +49,8 @@ start_row=$(($( [[ -f "$CSV" ]] && wc -l <"$CSV" || echo 1) + 1))
 
 echo
 echo "auto / best fixed k (medians of $RUNS runs of this invocation):"
-tail -n +"$start_row" "$CSV" | awk -F, -v ks="$KS" '
+tail -n +"$start_row" "$CSV" | awk -F, -v ks="$KS" "$(cat scripts/lib/median.awk)"'
     $2 != "memcached" { key = $7 " " $8 " sets " $9; ops[key, $2] = ops[key, $2] " " $13; keys[key] = 1 }
-    function median(list,    a, n, i, j, t) {
-        n = split(list, a, " ")
-        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-        return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    }
     END {
         nk = split(ks, k, " ")
         for (key in keys) {

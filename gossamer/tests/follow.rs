@@ -6,11 +6,11 @@
 
 mod common;
 use common::moves::{check_order, wait_for, Counted};
-use common::{rt, within};
+use common::{rt, within, yield_until};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gossamer::{FollowParams, MigrationPolicy, Trust};
 
@@ -58,14 +58,8 @@ fn place(t: &Trust<State>) -> usize {
 /// request in) instead of judging at once. A place other than `expected`
 /// is returned after 5 s, for the caller's assertion to report.
 fn place_once_settled(t: &Trust<State>, expected: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let p = place(t);
-        if p == expected || Instant::now() >= deadline {
-            return p;
-        }
-        gossamer::yield_now();
-    }
+    yield_until(Duration::from_secs(5), || place(t) == expected);
+    place(t)
 }
 
 /// The trustees the requests ran on, in turn, with the value's place now
