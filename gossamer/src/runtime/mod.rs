@@ -4,7 +4,7 @@ mod autodedicate;
 mod builder;
 mod calls;
 pub(crate) mod context;
-mod fence;
+pub(crate) mod fence;
 mod handle;
 mod host;
 pub(crate) mod join;

@@ -5,10 +5,14 @@
 //! Every access to the value holds the lock, whoever makes it: a caller in
 //! place or the trustee serving a delegated request (which may keep it for
 //! the rest of the batch it serves, see `runtime::worker::batch_hold`;
-//! [`Gate::lock`] takes such a lock over on the thread that keeps it). The
-//! mode word only decides who takes the lock; it is a hint that may be
-//! stale, never what makes access exclusive. The measurements are written
-//! only by the lock holder, with plain loads and stores.
+//! [`Gate::lock`] takes such a lock over on the thread that keeps it), or
+//! else, for the trustee alone, the *bias*: while the property delegates,
+//! the trustee serves without the lock, under a handshake with asymmetric
+//! fences that anyone taking the lock performs to revoke the bias first
+//! ([`Gate::enter_biased`], [`Gate::revoke`]). The mode word only decides
+//! who takes the lock; it is a hint that may be stale, never what makes
+//! access exclusive. The measurements are written only by the lock holder
+//! (or the trustee under the bias), with plain loads and stores.
 //!
 //! **How the adaptive policy decides.** Each mode measures the property's
 //! throughput over its windows: in lock mode the callers in place, over
@@ -89,6 +93,11 @@ const MODE_LOCK: u32 = 1;
 /// The value is gone (dropped by its owner, at the latest at shutdown):
 /// callers delegate, and one that took the lock in place refuses.
 const MODE_RETIRED: u32 = 2;
+/// The mode proper, below the bias bit.
+const MODE_MASK: u32 = 3;
+/// The lock is biased towards the trustee (see [`Gate::enter_biased`]): a
+/// bit beside the mode, set and cleared only by a holder of the lock.
+const BIAS: u32 = 4;
 
 const POLICY_DELEGATE: u32 = 0;
 const POLICY_ADAPTIVE: u32 = 1;
@@ -118,6 +127,107 @@ const MAX_EXPLORE: u32 = 64;
 /// too: if its trustee has served fewer requests per second than the lock
 /// ran, it is not keeping up (its thread is not running often enough).
 const SLOW_WINDOW_US: u32 = 2000;
+
+/// The small counts of the trials, one byte each of `Gate::tries` (each
+/// stays at or below 64).
+#[derive(Clone, Copy)]
+enum Try {
+    /// Contended lock windows since delegation last lost.
+    Explore = 0,
+    /// How many of them make the next trial of delegation.
+    ExploreEvery = 1,
+    /// Delegate windows won by delegation since the lock was measured.
+    Stale = 2,
+    /// How many of them make the next measurement of the lock.
+    StaleEvery = 3,
+}
+
+impl Try {
+    /// Nothing counted; the next trial after one contended window, the
+    /// next measurement of the lock after [`STALE_WINDOWS`].
+    const fn initial() -> u32 {
+        (1 << (8 * Try::ExploreEvery as u32)) | (STALE_WINDOWS << (8 * Try::StaleEvery as u32))
+    }
+}
+
+const _: () = assert!(MAX_EXPLORE < 256 && MAX_STALE < 256);
+
+/// The fences of the biased lock: the trustee's side costs a compiler
+/// fence, the rare revoker's side forces a full barrier on every running
+/// thread of the process (`membarrier`, see `runtime::fence`). The lock is
+/// biased only where that works.
+#[cfg(not(loom))]
+mod bias_fence {
+    pub(super) fn available() -> bool {
+        crate::runtime::fence::asymmetric()
+    }
+    #[inline(always)]
+    pub(super) fn light() {
+        crate::runtime::fence::light();
+    }
+    pub(super) fn heavy() {
+        crate::runtime::fence::heavy();
+    }
+}
+
+/// Under the model checker both sides are full fences, which is what the
+/// pair of asymmetric ones amounts to.
+#[cfg(loom)]
+mod bias_fence {
+    use loom::sync::atomic::{fence, Ordering};
+    pub(super) fn available() -> bool {
+        true
+    }
+    pub(super) fn light() {
+        fence(Ordering::SeqCst);
+    }
+    pub(super) fn heavy() {
+        fence(Ordering::SeqCst);
+    }
+}
+
+/// A number per thread, never 0, never given to two threads of the
+/// process: what a thread serving under the bias marks the gate with.
+#[cfg(not(loom))]
+#[inline]
+fn token() -> u32 {
+    use std::cell::Cell;
+    thread_local! {
+        static TOKEN: Cell<u32> = const { Cell::new(0) };
+    }
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            let v = next_token();
+            t.set(v);
+            v
+        }
+        v => v,
+    })
+}
+
+#[cfg(loom)]
+fn token() -> u32 {
+    use std::cell::Cell;
+    loom::thread_local! {
+        static TOKEN: Cell<u32> = Cell::new(0);
+    }
+    TOKEN.with(|t| match t.get() {
+        0 => {
+            let v = next_token();
+            t.set(v);
+            v
+        }
+        v => v,
+    })
+}
+
+#[cold]
+fn next_token() -> u32 {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let v = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    assert!(v != 0, "gossamer: this process has started more than 2^32 - 1 threads that use adaptive properties");
+    v
+}
 
 /// Microseconds since the first measurement of the process (wraps after
 /// 71 minutes; only differences over one window are used).
@@ -164,19 +274,17 @@ pub(crate) struct Gate {
     /// The last measured rates (calls per second; 0: never measured).
     lock_rate: AtomicU32,
     delegate_rate: AtomicU32,
-    /// Contended lock windows since delegation last lost, and how many
-    /// of them make the next trial.
-    explore: AtomicU32,
-    explore_every: AtomicU32,
-    /// Delegate windows won by delegation since the lock was measured.
-    stale: AtomicU32,
-    /// How many of them make the next measurement of the lock.
-    stale_every: AtomicU32,
+    /// The small counts of the trials, a byte each (see [`Try`]).
+    tries: AtomicU32,
     contended_percent: AtomicU32,
     delegate_window_min: AtomicU32,
     delegate_window_max: AtomicU32,
-    // What every call writes: the lock, and the current window's counts.
+    // What every call writes: the lock, the biased trustee's mark, and the
+    // current window's counts.
     lock: AtomicU32,
+    /// The token of the thread serving a request under the bias now (see
+    /// [`enter_biased`](Gate::enter_biased)); 0: none.
+    serving: AtomicU32,
     ops: AtomicU32,
     contended: AtomicU32,
     served: AtomicU32,
@@ -210,10 +318,8 @@ impl Gate {
             window_start: AtomicU32::new(now_us()),
             lock_rate: AtomicU32::new(0),
             delegate_rate: AtomicU32::new(0),
-            explore: AtomicU32::new(0),
-            explore_every: AtomicU32::new(1),
-            stale: AtomicU32::new(0),
-            stale_every: AtomicU32::new(STALE_WINDOWS),
+            tries: AtomicU32::new(Try::initial()),
+            serving: AtomicU32::new(0),
             contended_percent: AtomicU32::new(t.contended_percent),
             delegate_window_min: AtomicU32::new(t.delegate_window_min),
             delegate_window_max: AtomicU32::new(t.delegate_window_max),
@@ -223,7 +329,7 @@ impl Gate {
     /// The current mode (a routing hint: see the module doc).
     #[inline]
     pub(crate) fn mode(&self) -> Mode {
-        if self.mode.load(Ordering::Relaxed) == MODE_LOCK {
+        if self.mode.load(Ordering::Relaxed) & MODE_MASK == MODE_LOCK {
             Mode::Lock
         } else {
             Mode::Delegate
@@ -232,14 +338,17 @@ impl Gate {
 
     /// Switches the mode, unless the value is gone (a switch without the
     /// lock, by `note_slow_trustee`, may race with `retire`: it loses).
-    /// A switch starts a fresh window.
+    /// The bias stays as it was: only [`revoke`](Gate::revoke) clears it.
     fn set_mode(&self, m: Mode) {
         let new = if m == Mode::Lock { MODE_LOCK } else { MODE_DELEGATE };
-        let _ =
-            self.mode.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| (old != MODE_RETIRED).then_some(new));
+        let _ = self.mode.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+            (old & MODE_MASK != MODE_RETIRED).then_some(new | (old & BIAS))
+        });
     }
 
-    /// Marks the value as gone. Only while holding the lock, and for good.
+    /// Marks the value as gone, for good, clearing the bias. Only while
+    /// holding the lock with the bias revoked, or on the only thread that
+    /// serves under the bias (see [`lock_to_drop`](Gate::lock_to_drop)).
     pub(crate) fn retire(&self) {
         self.mode.store(MODE_RETIRED, Ordering::Relaxed);
     }
@@ -247,7 +356,23 @@ impl Gate {
     /// Whether the value is gone. Exact while holding the lock.
     #[inline]
     pub(crate) fn retired(&self) -> bool {
-        self.mode.load(Ordering::Relaxed) == MODE_RETIRED
+        self.mode.load(Ordering::Relaxed) & MODE_MASK == MODE_RETIRED
+    }
+
+    /// Whether the lock is biased towards the trustee now.
+    #[inline]
+    fn biased(&self) -> bool {
+        self.mode.load(Ordering::Relaxed) & BIAS != 0
+    }
+
+    fn get(&self, t: Try) -> u32 {
+        (self.tries.load(Ordering::Relaxed) >> (8 * t as u32)) & 0xff
+    }
+
+    fn put(&self, t: Try, v: u32) {
+        let shift = 8 * t as u32;
+        let w = self.tries.load(Ordering::Relaxed) & !(0xff << shift);
+        self.tries.store(w | (v.min(0xff) << shift), Ordering::Relaxed);
     }
 
     pub(crate) fn policy(&self) -> Policy {
@@ -266,10 +391,15 @@ impl Gate {
         self.unlock();
     }
 
-    /// [`set_policy`](Gate::set_policy) if the lock is free now; whether it
-    /// was. For a caller that must not wait for the lock (it holds another).
+    /// [`set_policy`](Gate::set_policy) if the lock is free now and no
+    /// request is being served under the bias; whether it was. For a
+    /// caller that must not wait for the lock (it holds another).
     pub(crate) fn try_set_policy(&self, p: Policy) -> bool {
         if !self.try_lock() {
+            return false;
+        }
+        if !self.try_revoke() {
+            self.unlock();
             return false;
         }
         self.set_policy_held(p);
@@ -288,16 +418,18 @@ impl Gate {
         if let Some(m) = mode {
             self.set_mode(m);
         }
+        if self.mode() == Mode::Delegate {
+            self.set_bias();
+        }
         self.forget();
     }
 
     /// Drops every measurement and starts a fresh window. Holder only.
     fn forget(&self) {
-        for a in [&self.lock_rate, &self.delegate_rate, &self.explore, &self.stale] {
+        for a in [&self.lock_rate, &self.delegate_rate] {
             a.store(0, Ordering::Relaxed);
         }
-        self.explore_every.store(1, Ordering::Relaxed);
-        self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+        self.tries.store(Try::initial(), Ordering::Relaxed);
         self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
         self.new_window();
     }
@@ -326,6 +458,9 @@ impl Gate {
         self.delegate_window_min.store(min, Ordering::Relaxed);
         self.delegate_window_max.store(t.delegate_window_max.max(min), Ordering::Relaxed);
         self.forget();
+        if self.mode() == Mode::Delegate {
+            self.set_bias();
+        }
         self.unlock();
     }
 
@@ -342,15 +477,30 @@ impl Gate {
             && self.lock.compare_exchange(FREE, HELD, Ordering::Acquire, Ordering::Relaxed).is_ok()
     }
 
+    /// Takes the lock for a caller other than the serving trustee: waits
+    /// for it as [`lock_plain`](Gate::lock_plain) does, then revokes the
+    /// trustee's bias if it has one (see [`revoke`](Gate::revoke)).
+    ///
+    /// # Panics
+    /// If this thread's trustee is running a closure on the value now (it
+    /// holds the lock or serves under the bias): the caller is inside that
+    /// closure and would wait forever.
+    pub(crate) fn lock(&self) {
+        self.lock_plain();
+        self.revoke();
+    }
+
     /// Takes the lock, spinning, then yielding the OS thread while it is
     /// held (its holder may have been preempted). A lock this thread's
-    /// trustee keeps for its batch is taken over at once.
+    /// trustee keeps for its batch is taken over at once. The bias is left
+    /// alone: this is how the trustee takes the lock when it cannot serve
+    /// under the bias, and what [`lock`](Gate::lock) starts with.
     ///
     /// # Panics
     /// If this thread's trustee holds the lock for a closure running on the
     /// value now: the caller is inside that closure and would wait forever.
     #[cfg_attr(loom, allow(clippy::absurd_extreme_comparisons))] // no spins under loom
-    pub(crate) fn lock(&self) {
+    pub(crate) fn lock_plain(&self) {
         if self.try_lock() {
             return;
         }
@@ -359,11 +509,7 @@ impl Gate {
             match w.batch.take_over(self.addr()) {
                 TakeOver::NotKept => {}
                 TakeOver::Taken => return,
-                TakeOver::InUse => panic!(
-                    "gossamer: a closure running on an adaptive property changed that same property's policy or \
-                     thresholds (it would wait for the lock its own call holds); change it after the closure, e.g. \
-                     in an apply_then callback"
-                ),
+                TakeOver::InUse => in_use(),
             }
         }
         let mut spins = 0u32;
@@ -380,6 +526,156 @@ impl Gate {
     #[inline]
     pub(crate) fn unlock(&self) {
         self.lock.store(FREE, Ordering::Release);
+    }
+
+    /// The trustee's way in while the lock is biased towards it: marks the
+    /// gate with this thread's token, and proceeds, without taking the
+    /// lock, if the bias still holds and the lock is free; else it unmarks
+    /// the gate and returns false (the caller takes the lock instead).
+    ///
+    /// This is the trustee's half of a Dekker handshake with
+    /// [`revoke`](Gate::revoke): the trustee stores its mark, then loads
+    /// the lock and the bias; a revoker takes the lock and clears the bias,
+    /// then loads the mark. One of them sees the other's store, because
+    /// the revoker's heavy fence forces a full barrier on the trustee's
+    /// thread wherever it is, so the trustee's side needs only a compiler
+    /// fence: no atomic read-modify-write, no fence instruction. Only the
+    /// thread that serves the property's requests comes here, one at a
+    /// time (the trustee; after a move, the next one).
+    ///
+    /// Once it returns true, the caller has the value to itself until
+    /// [`exit_biased`](Gate::exit_biased).
+    #[inline]
+    pub(crate) fn enter_biased(&self) -> bool {
+        if !self.biased() {
+            return false;
+        }
+        let me = token();
+        // A closure that runs on the value under the bias and reaches it
+        // again (which the runtime does not do) takes the slow way, which
+        // refuses it.
+        if self.serving.load(Ordering::Relaxed) == me {
+            return false;
+        }
+        self.serving.store(me, Ordering::Relaxed);
+        bias_fence::light();
+        // Acquire on the mode: the holder that set the bias took the lock
+        // before, so a bias just set is never seen beside a stale "free".
+        // Acquire on the lock: what its last holder did happens before.
+        if self.mode.load(Ordering::Acquire) & BIAS != 0 && self.lock.load(Ordering::Acquire) == FREE {
+            return true;
+        }
+        self.serving.store(0, Ordering::Release);
+        false
+    }
+
+    /// Leaves what [`enter_biased`](Gate::enter_biased) entered; what the
+    /// trustee did happens before what a revoker that waited for it does.
+    #[inline]
+    pub(crate) fn exit_biased(&self) {
+        self.serving.store(0, Ordering::Release);
+    }
+
+    /// Whether this thread serves the property under the bias now (then it
+    /// may not take the lock: it would reach the value twice).
+    pub(crate) fn serving_here(&self) -> bool {
+        let s = self.serving.load(Ordering::Relaxed);
+        s != 0 && s == token()
+    }
+
+    /// Biases the lock towards the trustee while the property delegates
+    /// (where asymmetric fences work). Only while holding the lock; with
+    /// release ordering, so that a trustee that sees the bias also sees the
+    /// lock taken (see [`enter_biased`](Gate::enter_biased)).
+    fn set_bias(&self) {
+        if bias_fence::available() {
+            let _ = self.mode.fetch_update(Ordering::Release, Ordering::Relaxed, |old| {
+                (old & MODE_MASK == MODE_DELEGATE).then_some(old | BIAS)
+            });
+        }
+    }
+
+    /// Clears the bias, if any, and waits until no request is served under
+    /// it (the revoker's half of the handshake of
+    /// [`enter_biased`](Gate::enter_biased)). Only while holding the lock;
+    /// afterwards the value is the holder's alone. Returns whether the
+    /// lock was biased (a caller in place counts that as contention).
+    ///
+    /// # Panics
+    /// If this thread serves the property under the bias now (a closure
+    /// running on the value reached it again): it would wait for itself.
+    /// The lock is released first.
+    pub(crate) fn revoke(&self) -> bool {
+        if !self.clear_bias() {
+            return false;
+        }
+        let mut spins = 0u32;
+        loop {
+            // Acquire: the trustee's accesses happen before ours.
+            match self.serving.load(Ordering::Acquire) {
+                0 => return true,
+                s if s == token() => {
+                    self.unlock();
+                    in_use();
+                }
+                _ if spins < SPINS => {
+                    spins += 1;
+                    std::hint::spin_loop();
+                }
+                _ => yield_thread(),
+            }
+        }
+    }
+
+    /// [`revoke`](Gate::revoke) without waiting: if a request is being
+    /// served under the bias, the bias is restored and this returns false.
+    /// Only while holding the lock.
+    fn try_revoke(&self) -> bool {
+        if !self.clear_bias() {
+            return true;
+        }
+        if self.serving.load(Ordering::Acquire) == 0 {
+            return true;
+        }
+        // Still holding the lock: the bias may be set again.
+        self.mode.fetch_or(BIAS, Ordering::Release);
+        false
+    }
+
+    /// Clears the bias and fences heavily, if it was set. Only while
+    /// holding the lock (which it cannot be while a trustee enters under
+    /// the bias: both load each other's words after the fence pair).
+    fn clear_bias(&self) -> bool {
+        if !self.biased() {
+            return false;
+        }
+        self.mode.fetch_and(!BIAS, Ordering::Relaxed);
+        bias_fence::heavy();
+        true
+    }
+
+    /// Takes the lock to drop the value, on the thread that serves the
+    /// property's requests (the owner is dropped where it lives, after its
+    /// last request): as no request can be served under the bias any more
+    /// and only this thread ever serves under it, the bias needs no
+    /// handshake, and dropping many biased properties costs no barriers.
+    ///
+    /// # Panics
+    /// As [`lock`](Gate::lock), if this thread serves the property under
+    /// the bias now.
+    pub(crate) fn lock_to_drop(&self) {
+        self.lock_plain();
+        match self.serving.load(Ordering::Acquire) {
+            0 => {}
+            s if s == token() => {
+                self.unlock();
+                in_use();
+            }
+            // Not expected (only this thread serves): wait as any caller.
+            _ => {
+                self.revoke();
+            }
+        }
     }
 
     /// Counts one call run in place (`contended`: it found the lock held)
@@ -408,79 +704,90 @@ impl Gate {
         self.lock_rate.store(r, Ordering::Relaxed);
         let busy = c * 100 >= ops as u64 * self.contended_percent.load(Ordering::Relaxed) as u64;
         if !busy {
-            self.explore.store(0, Ordering::Relaxed);
+            self.put(Try::Explore, 0);
             return;
         }
         let d = self.delegate_rate.load(Ordering::Relaxed) as u64;
-        let explore = self.explore.load(Ordering::Relaxed) + 1;
-        let every = self.explore_every.load(Ordering::Relaxed);
+        let explore = self.get(Try::Explore) + 1;
+        let every = self.get(Try::ExploreEvery);
         let min = self.delegate_window_min.load(Ordering::Relaxed);
         if d == 0 || d * 100 > r as u64 * DELEGATE_MARGIN {
             // Delegation is unknown, or was faster: switch. When this
             // measurement confirmed it, measure the lock less often and
             // go on with the delegate window where it was.
-            self.explore.store(0, Ordering::Relaxed);
-            self.explore_every.store(1, Ordering::Relaxed);
+            self.put(Try::Explore, 0);
+            self.put(Try::ExploreEvery, 1);
             if d == 0 {
-                self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+                self.put(Try::StaleEvery, STALE_WINDOWS);
                 self.delegate_window.store(min, Ordering::Relaxed);
             } else {
-                let se = self.stale_every.load(Ordering::Relaxed);
-                self.stale_every.store((se * 2).min(MAX_STALE), Ordering::Relaxed);
+                let se = self.get(Try::StaleEvery);
+                self.put(Try::StaleEvery, (se * 2).min(MAX_STALE));
             }
         } else if explore >= every {
             // The lock was faster; try delegation again now and then,
             // less often each time it loses.
-            self.explore.store(0, Ordering::Relaxed);
-            self.explore_every.store((every * 2).min(MAX_EXPLORE), Ordering::Relaxed);
-            self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+            self.put(Try::Explore, 0);
+            self.put(Try::ExploreEvery, (every * 2).min(MAX_EXPLORE));
+            self.put(Try::StaleEvery, STALE_WINDOWS);
             self.delegate_window.store(min, Ordering::Relaxed);
         } else {
-            self.explore.store(explore, Ordering::Relaxed);
+            self.put(Try::Explore, explore);
             return;
         }
-        self.stale.store(0, Ordering::Relaxed);
+        self.put(Try::Stale, 0);
         self.set_mode(Mode::Delegate);
+        self.set_bias();
     }
 
     /// Counts one request served by the trustee and closes the delegate
-    /// window when it is full. Only while holding the lock.
+    /// window when it is full. Only while holding the lock (`locked`), or
+    /// serving under the bias.
     #[inline]
-    pub(crate) fn note_served(&self) {
-        if self.mode.load(Ordering::Relaxed) != MODE_DELEGATE {
+    pub(crate) fn note_served(&self, locked: bool) {
+        if self.mode.load(Ordering::Relaxed) & MODE_MASK != MODE_DELEGATE {
             return;
         }
         let n = self.served.load(Ordering::Relaxed) + 1;
         self.served.store(n, Ordering::Relaxed);
         if n >= self.delegate_window.load(Ordering::Relaxed) {
-            self.close_delegate_window(n);
+            self.close_delegate_window(n, locked);
         }
     }
 
+    /// Judges a full delegate window. A trustee that keeps delegation and
+    /// holds the lock biases it (again) towards itself: a caller in place
+    /// revokes the bias, and it comes back at most once per window.
     #[cold]
-    fn close_delegate_window(&self, served: u32) {
+    fn close_delegate_window(&self, served: u32, locked: bool) {
         let r = rate(served, self.window_start.load(Ordering::Relaxed));
         self.new_window();
         if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE {
+            if locked && self.mode() == Mode::Delegate {
+                self.set_bias();
+            }
             return;
         }
         self.delegate_rate.store(r, Ordering::Relaxed);
         let l = self.lock_rate.load(Ordering::Relaxed) as u64;
-        let stale = self.stale.load(Ordering::Relaxed) + 1;
+        let stale = self.get(Try::Stale) + 1;
         let lock_wins = l * 100 >= r as u64 * LOCK_MARGIN;
-        if lock_wins || stale >= self.stale_every.load(Ordering::Relaxed) {
+        if lock_wins || stale >= self.get(Try::StaleEvery) {
             // The lock was about as fast, or is to be measured again.
-            self.stale.store(0, Ordering::Relaxed);
+            self.put(Try::Stale, 0);
             if lock_wins {
-                self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+                self.put(Try::StaleEvery, STALE_WINDOWS);
                 self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
             }
             self.set_mode(Mode::Lock);
         } else {
-            self.stale.store(stale, Ordering::Relaxed);
+            self.put(Try::Stale, stale);
             let w = self.delegate_window.load(Ordering::Relaxed);
             let max = self.delegate_window_max.load(Ordering::Relaxed);
             self.delegate_window.store(w.saturating_mul(2).min(max), Ordering::Relaxed);
+        }
+        if locked && self.mode() == Mode::Delegate {
+            self.set_bias();
         }
     }
 
@@ -521,14 +828,18 @@ impl Gate {
     /// lock mode, with `rate` recorded as delegation's if the lock is free
     /// to take now (else the holder's next window decides).
     fn lose_trial(&self, rate: u32) {
-        if self.try_lock() {
-            if self.mode() == Mode::Delegate {
+        // Under the bias the trustee may be writing the measurements now:
+        // only the mode is switched (callers in place revoke the bias).
+        if !self.biased() && self.try_lock() {
+            if self.mode() == Mode::Delegate && !self.biased() {
                 self.delegate_rate.store(rate.max(1), Ordering::Relaxed);
-                self.stale.store(0, Ordering::Relaxed);
-                self.stale_every.store(STALE_WINDOWS, Ordering::Relaxed);
+                self.put(Try::Stale, 0);
+                self.put(Try::StaleEvery, STALE_WINDOWS);
                 self.delegate_window.store(self.delegate_window_min.load(Ordering::Relaxed), Ordering::Relaxed);
                 self.set_mode(Mode::Lock);
                 self.new_window();
+            } else {
+                self.set_mode(Mode::Lock);
             }
             self.unlock();
         } else {
@@ -540,7 +851,8 @@ impl Gate {
     /// only under the adaptive policy, and never once the value is gone.
     #[inline]
     pub(crate) fn may_override(&self) -> bool {
-        self.mode.load(Ordering::Relaxed) == MODE_DELEGATE && self.policy.load(Ordering::Relaxed) == POLICY_ADAPTIVE
+        self.mode.load(Ordering::Relaxed) & MODE_MASK == MODE_DELEGATE
+            && self.policy.load(Ordering::Relaxed) == POLICY_ADAPTIVE
     }
 }
 
@@ -553,6 +865,16 @@ pub(crate) enum Progress {
     Slow,
     /// The trustee kept up.
     KeepsUp,
+}
+
+/// A closure running on an adaptive property reached that same property's
+/// lock: it would wait for its own call.
+#[cold]
+fn in_use() -> ! {
+    panic!(
+        "gossamer: a closure running on an adaptive property changed that same property's policy or thresholds (it \
+         would wait for the lock its own call holds); change it after the closure, e.g. in an apply_then callback"
+    )
 }
 
 #[cfg(not(loom))]
@@ -579,7 +901,7 @@ mod tests {
 
     fn served(g: &Gate) {
         g.lock();
-        g.note_served();
+        g.note_served(true);
         g.unlock();
     }
 
@@ -617,5 +939,87 @@ mod tests {
             assert_eq!(g.mode(), Mode::Delegate, "the slow lock loses again");
         }
         assert_eq!(seen, [4, 8, 16]);
+    }
+
+    /// A gate biased towards a trustee, where asymmetric fences work (they
+    /// do on the Linux machines the tests run on; elsewhere the lock is
+    /// never biased and there is nothing to check).
+    fn biased_gate() -> Option<Gate> {
+        crate::runtime::fence::init(false);
+        if !bias_fence::available() {
+            eprintln!("membarrier unavailable: the lock is never biased here");
+            return None;
+        }
+        let g = Gate::new();
+        g.set_policy(Policy::Delegate);
+        assert!(g.biased(), "delegation biases the lock towards the trustee");
+        Some(g)
+    }
+
+    /// The trustee serving under the bias and callers taking the lock (each
+    /// revoking the bias, which the trustee's window end sets again) are
+    /// never inside at once, and each side gets in.
+    #[test]
+    fn the_bias_and_the_lock_exclude_each_other() {
+        let Some(g) = biased_gate() else { return };
+        // Every request served under the lock ends a window, which biases
+        // the lock again.
+        g.set_thresholds(Thresholds { delegate_window_min: 1, delegate_window_max: 1, ..Thresholds::default() });
+        use std::sync::atomic::{AtomicBool, AtomicU32 as Count, Ordering::Relaxed};
+        let (inside, overlaps) = (AtomicBool::new(false), Count::new(0));
+        let enter = |spins: u32| {
+            if inside.swap(true, Relaxed) {
+                overlaps.fetch_add(1, Relaxed);
+            }
+            for _ in 0..spins {
+                std::hint::spin_loop();
+            }
+            inside.store(false, Relaxed);
+        };
+        let (mut biased, mut locked) = (0u32, 0u32);
+        std::thread::scope(|s| {
+            let callers = s.spawn(|| {
+                for _ in 0..500 {
+                    g.lock();
+                    enter(20);
+                    g.unlock();
+                }
+            });
+            // Long stays under the bias (tens of microseconds), so that a
+            // revoker that did not wait would overlap one.
+            let mut rounds = 0u32;
+            while rounds < 1000 || !callers.is_finished() {
+                rounds += 1;
+                if g.enter_biased() {
+                    enter(2000);
+                    g.note_served(false);
+                    g.exit_biased();
+                    biased += 1;
+                } else {
+                    g.lock_plain();
+                    enter(20);
+                    g.note_served(true);
+                    g.unlock();
+                    locked += 1;
+                }
+            }
+            callers.join().unwrap();
+        });
+        assert_eq!(overlaps.load(Relaxed), 0, "two holders at once");
+        assert!(biased > 0 && locked > 0, "served under the bias {biased} times, under the lock {locked}");
+    }
+
+    /// A closure that runs under the bias and reaches its own property's
+    /// lock is refused with a panic, which leaves the lock free.
+    #[test]
+    fn reaching_the_lock_from_under_the_bias_panics_instead_of_hanging() {
+        let Some(g) = biased_gate() else { return };
+        assert!(g.enter_biased());
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.set_policy(Policy::Lock)));
+        assert!(r.is_err());
+        assert!(g.serving_here());
+        g.exit_biased();
+        assert!(g.try_lock(), "the lock was released");
+        g.unlock();
     }
 }

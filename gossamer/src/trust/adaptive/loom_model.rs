@@ -5,7 +5,11 @@
 //! runs in place only when all of its requests were served (else it
 //! queues this one too, behind them). In one model a client avoids the
 //! trustee (as a thread does after finding it slow): it runs in place
-//! whenever nothing of its own is outstanding, whatever the mode. Loom checks
+//! whenever nothing of its own is outstanding, whatever the mode. While
+//! the property delegates the gate is biased towards the trustee, which
+//! then serves without the lock, and callers in place revoke the bias
+//! (the model's fences are full ones on both sides, which is what the
+//! asymmetric pair amounts to; removing the trustee's fails it). Loom checks
 //! every interleaving (up to a preemption bound) for exclusive access (the
 //! value is a loom-tracked cell), per-client order and exactly-once
 //! effect.

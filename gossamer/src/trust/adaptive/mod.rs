@@ -29,6 +29,23 @@
 //!    another of its properties' policy, or the value is dropped), it takes
 //!    it over instead of waiting for itself; a closure that changes the
 //!    policy of the very property it runs on panics instead of hanging.
+//!
+//!    **The bias.** While the property delegates, the lock is *biased*
+//!    towards the trustee (a bit beside the mode, set by a holder of the
+//!    lock when delegation starts or is confirmed at a window's end): the
+//!    trustee then serves without taking it, marking the gate with its
+//!    thread's token and checking, after a compiler fence, that the bias
+//!    holds and the lock is free. Anyone else who takes the lock while the
+//!    bias is set (a straggler, a thread avoiding the trustee, a change of
+//!    policy) clears the bias and, after a heavy fence (`membarrier`, which
+//!    forces a full barrier on every running thread of the process), waits
+//!    for the trustee's mark to go. The two fences make a Dekker handshake:
+//!    either the trustee sees the lock taken (and takes the lock itself,
+//!    after the holder) or the revoker sees the mark (and waits). So the
+//!    rule "every access holds the lock" becomes "every access holds the
+//!    lock, or the bias, and never both at once". A revocation costs one
+//!    barrier and is paid at most once per delegate window; where
+//!    `membarrier` is missing the lock is never biased.
 //! 2. **Per-client order.** A thread counts its delegated requests to each
 //!    adaptive property until their answers are in (`pending`). It runs a
 //!    closure in place only when none is outstanding: a fiber that may
@@ -80,7 +97,9 @@
 //!
 //! Unlike `Trust<T>`, whose paths take no lock and no atomic
 //! read-modify-write, an adaptive property uses one compare-and-swap per
-//! call in place, and per run of requests served in a batch, by design.
+//! call in place, by design; the trustee serves under the bias without
+//! one, or, while the bias is revoked, with one per run of requests served
+//! in a batch.
 
 mod gate;
 #[cfg(all(test, loom))]

@@ -56,7 +56,7 @@ impl<T> Slot<T> {
     /// # Safety
     /// Once, when nothing can reach the value any more.
     unsafe fn drop_value(&self) {
-        self.gate.lock();
+        self.gate.lock_to_drop();
         self.gate.retire();
         // SAFETY: per the contract, this is the value's last access (a
         // caller in place that took the lock after this sees `retired`).
@@ -65,12 +65,15 @@ impl<T> Slot<T> {
     }
 }
 
-/// Proof that the caller holds a slot's lock; releases it when dropped
-/// (also when a closure panics), after counting the access.
+/// Proof that the caller holds a slot's lock, or serves under its bias;
+/// releases it when dropped (also when a closure panics), after counting
+/// the access.
 pub(crate) struct Held<'a, T> {
     slot: &'a Slot<T>,
     served: bool,
     contended: bool,
+    /// Served under the bias, without the lock (see `Gate::enter_biased`).
+    biased: bool,
     /// The trustee serving the request, and whether it keeps the lock for
     /// the rest of its batch (then it, not this guard, releases the lock).
     trustee: Option<(&'static Worker, bool)>,
@@ -85,41 +88,59 @@ impl<'a, T> Held<'a, T> {
     /// the value) while this caller was on its way in.
     #[inline]
     pub(crate) fn in_place(slot: &'a Slot<T>) -> Held<'a, T> {
-        let contended = !slot.gate.try_lock();
+        let mut contended = !slot.gate.try_lock();
         if contended {
-            slot.gate.lock();
+            slot.gate.lock_plain();
         }
+        // A straggler (or a thread avoiding the trustee) takes the value
+        // back from a trustee the lock is biased towards.
+        contended |= slot.gate.revoke();
         if slot.gate.retired() {
             slot.gate.unlock();
             panic!("gossamer: the runtime that owns this adaptive property has shut down");
         }
-        Held { slot, served: false, contended, trustee: None }
+        Held { slot, served: false, contended, biased: false, trustee: None }
     }
 
-    /// Takes the lock for the trustee, to serve a delegated request. Inside
-    /// the batch a worker serves, the worker keeps the lock until the batch
-    /// ends (see `runtime::worker::batch_hold`): the next requests of the
-    /// batch to this property reuse it instead of taking it again.
+    /// Takes the value for the trustee, to serve a delegated request:
+    /// under the bias while the lock is biased towards it (no atomic
+    /// read-modify-write), else under the lock. Inside the batch a worker
+    /// serves, the worker keeps a lock it took until the batch ends (see
+    /// `runtime::worker::batch_hold`): the next requests of the batch to
+    /// this property reuse it instead of taking it again.
+    ///
+    /// # Panics
+    /// If this thread serves the property under the bias already (a
+    /// closure running on the value reached it again).
     #[inline]
     pub(crate) fn serving(slot: &'a Slot<T>) -> Held<'a, T> {
+        if slot.gate.enter_biased() {
+            return Held { slot, served: true, contended: false, biased: true, trustee: None };
+        }
+        if slot.gate.serving_here() {
+            panic!("gossamer: a closure running on an adaptive property reached that same property's value again");
+        }
         let Some(w) = context::current() else {
-            slot.gate.lock();
-            return Held { slot, served: true, contended: false, trustee: None };
+            slot.gate.lock_plain();
+            return Held { slot, served: true, contended: false, biased: false, trustee: None };
         };
         // SAFETY: `Gate::lock` takes the lock for this thread and
         // `release_gate` releases it; the gate lives until the value is
         // dropped, which takes the lock first (`Gate::lock` takes a kept
         // lock over, removing it from the kept ones).
-        let kept = unsafe { w.batch.serve(slot.gate.addr(), || slot.gate.lock(), release_gate) };
-        Held { slot, served: true, contended: false, trustee: Some((w, kept)) }
+        let kept = unsafe { w.batch.serve(slot.gate.addr(), || slot.gate.lock_plain(), release_gate) };
+        Held { slot, served: true, contended: false, biased: false, trustee: Some((w, kept)) }
     }
 
-    /// The value, exclusively, for as long as the lock is held.
+    /// The value, exclusively, for as long as the lock is held (or the
+    /// bias serves).
     #[inline]
     pub(crate) fn value(&mut self) -> &mut T {
-        // SAFETY: we hold the lock (taken in the constructor, released in
-        // `drop`), which every access to the value holds; the borrow of
-        // `self` keeps the reference inside that span.
+        // SAFETY: we hold the lock, or serve under the bias (taken in the
+        // constructor, released in `drop`): every other access to the value
+        // holds the lock with the bias revoked, which waits for the bias's
+        // user to leave (`Gate::revoke`); the borrow of `self` keeps the
+        // reference inside that span.
         unsafe { &mut *self.slot.value.get() }
     }
 }
@@ -127,8 +148,13 @@ impl<'a, T> Held<'a, T> {
 impl<T> Drop for Held<'_, T> {
     #[inline]
     fn drop(&mut self) {
+        if self.biased {
+            self.slot.gate.note_served(false);
+            self.slot.gate.exit_biased();
+            return;
+        }
         if self.served {
-            self.slot.gate.note_served();
+            self.slot.gate.note_served(true);
         } else {
             self.slot.gate.note_in_place(self.contended);
         }
