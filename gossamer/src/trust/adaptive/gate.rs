@@ -188,26 +188,14 @@ mod bias_fence {
 
 /// A number per thread, never 0, never given to two threads of the
 /// process: what a thread serving under the bias marks the gate with.
-#[cfg(not(loom))]
 #[inline]
 fn token() -> u32 {
     use std::cell::Cell;
+    #[cfg(not(loom))]
     thread_local! {
         static TOKEN: Cell<u32> = const { Cell::new(0) };
     }
-    TOKEN.with(|t| match t.get() {
-        0 => {
-            let v = next_token();
-            t.set(v);
-            v
-        }
-        v => v,
-    })
-}
-
-#[cfg(loom)]
-fn token() -> u32 {
-    use std::cell::Cell;
+    #[cfg(loom)]
     loom::thread_local! {
         static TOKEN: Cell<u32> = Cell::new(0);
     }
@@ -612,18 +600,27 @@ impl Gate {
         let mut spins = 0u32;
         loop {
             // Acquire: the trustee's accesses happen before ours.
-            match self.serving.load(Ordering::Acquire) {
-                0 => return true,
-                s if s == token() => {
-                    self.unlock();
-                    in_use();
-                }
-                _ if spins < SPINS => {
-                    spins += 1;
-                    std::hint::spin_loop();
-                }
-                _ => yield_thread(),
+            let mark = self.serving.load(Ordering::Acquire);
+            if mark == 0 {
+                return true;
             }
+            self.refuse_own_mark(mark);
+            if spins < SPINS {
+                spins += 1;
+                std::hint::spin_loop();
+            } else {
+                yield_thread();
+            }
+        }
+    }
+
+    /// Releases the lock and panics if `mark`, read from the gate, is this
+    /// thread's: it serves the property under the bias now (a closure
+    /// running on the value reached the lock) and would wait for itself.
+    fn refuse_own_mark(&self, mark: u32) {
+        if mark != 0 && mark == token() {
+            self.unlock();
+            in_use();
         }
     }
 
@@ -665,16 +662,11 @@ impl Gate {
     /// the bias now.
     pub(crate) fn lock_to_drop(&self) {
         self.lock_plain();
-        match self.serving.load(Ordering::Acquire) {
-            0 => {}
-            s if s == token() => {
-                self.unlock();
-                in_use();
-            }
+        let mark = self.serving.load(Ordering::Acquire);
+        if mark != 0 {
+            self.refuse_own_mark(mark);
             // Not expected (only this thread serves): wait as any caller.
-            _ => {
-                self.revoke();
-            }
+            self.revoke();
         }
     }
 
