@@ -32,6 +32,11 @@ repetition runs every measurement once; figures are medians):
   UCX (ucx_perftest, host h1 serving, h0 measuring):
     ucp_put_lat, ucp_am_lat      one-way latency (half a round trip), us
     ucp_put_bw, stream_bw, ucp_am_bw   bandwidth of one direction, MB/s
+    ucp_put_bw, stream_bw both ways    a client on each host at once, each
+                                 sending to the other: the slower
+                                 direction's bandwidth, MB/s (what the
+                                 link and the 2 cores give each direction
+                                 while both are loaded, as in the echo)
   Gossamer (the echo example, one process per host):
     ECHO_RTT=1                   a blocking apply_with round trip carrying
                                  SIZE bytes there and back, us (median)
@@ -48,12 +53,14 @@ and prints
 
   size,ucx_put_lat_us,ucx_am_lat_us,gossamer_rtt_us,rtt_over_am_rtt,
   ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops,
-  gossamer_oneway_mbps,oneway_over_best
+  gossamer_oneway_mbps,oneway_over_best,ucx_both_mbps,echo_over_both
 
 (rtt_over_am_rtt: Gossamer's round trip over UCX's active-message round
 trip, twice ucp_am_lat; bw_over_best and oneway_over_best: Gossamer's
 payload per direction, echoing and one way, over the better of UCX put and
-stream. MB is 10^6 bytes throughout: ucx_perftest's
+stream one way; ucx_both_mbps: the better of UCX put and stream both ways
+at once, per direction; echo_over_both: the echo's payload per direction
+over it. MB is 10^6 bytes throughout: ucx_perftest's
 MB/s, which are MiB/s, are converted.)
 
   -s SIZES    payload sizes in bytes (default: "$sizes")
@@ -152,6 +159,61 @@ perftest() {
     [ -n "$figure" ] || failed "ucx_perftest -t $test -s $size: no column $column in '$line'"
 }
 
+# One ucx_perftest bandwidth test in both directions at once, as the echo
+# loads the link: a server on each host, then a client on each host sending
+# to the other's server, both started together. $1 test, $2 size. Sets
+# $figure to the slower direction's overall bandwidth (MiB/s), so that a
+# client that ran partly alone does not flatter the figure.
+perftest_both() {
+    local test=$1 size=$2 attempt h try ok
+    local -a server=() client=() port=() got=()
+    for ((attempt = 1; attempt <= 3; attempt++)); do
+        for h in 0 1; do
+            perf_port=$((perf_port + 1))
+            port[h]=$perf_port
+            timeout -k 5 "$limit" "$netns" exec "$tag" "$h" ucx_perftest -t "$test" -s "$size" -n "$iters" \
+                -w $((iters / 10 + 10)) -f -v -p "${port[h]}" >"$work/perf.server$h" 2>&1 &
+            server[h]=$!
+            pids+=("${server[h]}")
+        done
+        for h in 0 1; do
+            # Host h sends to the other host's server, retrying while it
+            # starts listening.
+            (
+                for ((try = 0; try < 100; try++)); do
+                    timeout -k 5 "$limit" "$netns" exec "$tag" "$h" ucx_perftest "${addr[1 - h]}" -t "$test" \
+                        -s "$size" -n "$iters" -w $((iters / 10 + 10)) -f -v -p "${port[1 - h]}" \
+                        >"$work/perf.client$h" 2>&1 && exit 0
+                    sleep 0.1
+                done
+                exit 1
+            ) &
+            client[h]=$!
+            pids+=("${client[h]}")
+        done
+        ok=1
+        for h in 0 1; do
+            reap "${client[h]}"
+            [ "$status" -eq 0 ] || ok=0
+        done
+        for h in 0 1; do
+            kill -s TERM "${server[h]}" 2>/dev/null || true
+            reap "${server[h]}"
+        done
+        if [ "$ok" -eq 1 ]; then
+            for h in 0 1; do
+                got[h]=$(grep -E '^[0-9]+,' "$work/perf.client$h" | tail -n 1 | cut -d, -f6 || true)
+                [ -n "${got[h]}" ] || ok=0
+            done
+        fi
+        [ "$ok" -eq 1 ] && break
+        echo "$prog: ucx_perftest -t $test -s $size both ways, attempt $attempt: no figures" \
+            "(host 0: $(tail -n 1 "$work/perf.client0" 2>/dev/null); host 1: $(tail -n 1 "$work/perf.client1" 2>/dev/null))" >&2
+    done
+    [ "$ok" -eq 1 ] || failed "ucx_perftest -t $test -s $size both ways gave no figures in 3 attempts"
+    figure=$(awk -v a="${got[0]}" -v b="${got[1]}" 'BEGIN { print (a < b ? a : b) }')
+}
+
 # Gossamer over the two hosts, one process each; $@: NAME=VALUE settings.
 # Sets $line to rank 0's line that starts with $1's word ($1: RTT or ECHO).
 line=
@@ -184,6 +246,8 @@ for ((rep = 1; rep <= reps; rep++)); do
         perftest ucp_put_bw "$s" 6 && add "put_bw $s" "$figure"
         perftest stream_bw "$s" 6 && add "stream_bw $s" "$figure"
         perftest ucp_am_bw "$s" 6 && add "am_bw $s" "$figure"
+        perftest_both ucp_put_bw "$s" && add "put_both $s" "$figure"
+        perftest_both stream_bw "$s" && add "stream_both $s" "$figure"
         gossamer_run RTT ECHO_RTT=1 ECHO_SIZE="$s"
         add "rtt $s" "$(field p50_us "$line")"
         gossamer_run ECHO ECHO_TARGETS=remote ECHO_SIZE="$s"
@@ -196,7 +260,8 @@ for ((rep = 1; rep <= reps; rep++)); do
         echo "$prog:   one way: UCX put ${runs["put_lat $s"]##* } us, am ${runs["am_lat $s"]##* } us;" \
             "round trip: Gossamer ${runs["rtt $s"]##* } us; per direction: UCX put ${runs["put_bw $s"]##* }," \
             "stream ${runs["stream_bw $s"]##* } MiB/s, Gossamer ${runs["mbps $s"]##* } MB/s echoing," \
-            "${runs["oneway $s"]##* } MB/s one way" >&2
+            "${runs["oneway $s"]##* } MB/s one way; both ways at once: UCX put ${runs["put_both $s"]##* }," \
+            "stream ${runs["stream_both $s"]##* } MiB/s" >&2
     done
 done
 
@@ -204,15 +269,17 @@ med() {
     median <<<"${runs[$1]}"
 }
 csv="size,ucx_put_lat_us,ucx_am_lat_us,gossamer_rtt_us,rtt_over_am_rtt,ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops"
-csv+=",gossamer_oneway_mbps,oneway_over_best"
+csv+=",gossamer_oneway_mbps,oneway_over_best,ucx_both_mbps,echo_over_both"
 for s in $sizes; do
     row=$(awk -v s="$s" -v pl="$(med "put_lat $s")" -v al="$(med "am_lat $s")" -v rtt="$(med "rtt $s")" \
         -v pb="$(med "put_bw $s")" -v sb="$(med "stream_bw $s")" -v ab="$(med "am_bw $s")" \
-        -v gb="$(med "mbps $s")" -v mops="$(med "mops $s")" -v ob="$(med "oneway $s")" 'BEGIN {
+        -v gb="$(med "mbps $s")" -v mops="$(med "mops $s")" -v ob="$(med "oneway $s")" \
+        -v pboth="$(med "put_both $s")" -v sboth="$(med "stream_both $s")" 'BEGIN {
         mib = 1.048576
-        pb *= mib; sb *= mib; ab *= mib
+        pb *= mib; sb *= mib; ab *= mib; pboth *= mib; sboth *= mib
         best = pb > sb ? pb : sb
-        printf "%d,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f,%.3f,%.4f,%.1f,%.3f", s, pl, al, rtt, rtt / (2 * al), pb, sb, ab, gb, gb / best, mops, ob, ob / best
+        both = pboth > sboth ? pboth : sboth
+        printf "%d,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f,%.3f,%.4f,%.1f,%.3f,%.1f,%.3f", s, pl, al, rtt, rtt / (2 * al), pb, sb, ab, gb, gb / best, mops, ob, ob / best, both, gb / both
     }')
     csv+=$'\n'"$row"
 done

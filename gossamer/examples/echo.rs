@@ -365,7 +365,8 @@ fn sweep(quick: bool) {
 
 /// Draws the CSV of `scripts/fabric-hosts.sh` (a header line, then one
 /// line per size) as an SVG beside it: payload bandwidth per direction of
-/// UCX put, UCX stream and Gossamer (echoing, and one way), MB/s, by size.
+/// UCX put, UCX stream, the better of them with both directions loaded at
+/// once, and Gossamer (echoing, and one way), MB/s, by size.
 fn plot_fabric(csv: &str) {
     let text = std::fs::read_to_string(csv).unwrap_or_else(|e| panic!("cannot read {csv}: {e}"));
     let mut lines = text.lines();
@@ -377,6 +378,7 @@ fn plot_fabric(csv: &str) {
     let series = [
         ("UCX put", "ucx_put_mbps"),
         ("UCX stream", "ucx_stream_mbps"),
+        ("UCX both ways at once", "ucx_both_mbps"),
         ("Gossamer echo", "gossamer_mbps"),
         ("Gossamer one way", "gossamer_oneway_mbps"),
     ]
