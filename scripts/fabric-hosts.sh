@@ -128,6 +128,16 @@ clear_env+=(ECHO_MILLIS="$millis")
 # one more, so that the two never meet on host 0's address.
 perf_port=$((20000 + RANDOM % 10000))
 
+# ucx_perftest on host $1 with the options every measurement shares: $2 the
+# test, $3 the size, $4 the port, $5 the file for its output; a sixth
+# argument, the server's address, makes it the client.
+ucx_perf() {
+    local host=$1 test=$2 size=$3 port=$4 out=$5
+    shift 5
+    timeout -k 5 "$limit" "$netns" exec "$tag" "$host" ucx_perftest "$@" -t "$test" -s "$size" -n "$iters" \
+        -w $((iters / 10 + 10)) -f -v -p "$port" >"$out" 2>&1
+}
+
 # One ucx_perftest measurement: $1 test, $2 size, $3 the CSV column to
 # report (2: median latency, 6: overall bandwidth). Sets $figure.
 figure=
@@ -135,14 +145,12 @@ perftest() {
     local test=$1 size=$2 column=$3 server try attempt line=
     for ((attempt = 1; attempt <= 3; attempt++)); do
         perf_port=$((perf_port + 1))
-        timeout -k 5 "$limit" "$netns" exec "$tag" 1 ucx_perftest -t "$test" -s "$size" -n "$iters" \
-            -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.server" 2>&1 &
+        ucx_perf 1 "$test" "$size" "$perf_port" "$work/perf.server" &
         server=$!
         pids+=("$server")
         # The client retries while the server starts listening.
         for ((try = 0; try < 100; try++)); do
-            if timeout -k 5 "$limit" "$netns" exec "$tag" 0 ucx_perftest "${addr[1]}" -t "$test" -s "$size" \
-                -n "$iters" -w $((iters / 10 + 10)) -f -v -p "$perf_port" >"$work/perf.client" 2>&1; then
+            if ucx_perf 0 "$test" "$size" "$perf_port" "$work/perf.client" "${addr[1]}"; then
                 break
             fi
             kill -0 "$server" 2>/dev/null || break # the server gave up: start again
@@ -171,8 +179,7 @@ perftest_both() {
         for h in 0 1; do
             perf_port=$((perf_port + 1))
             port[h]=$perf_port
-            timeout -k 5 "$limit" "$netns" exec "$tag" "$h" ucx_perftest -t "$test" -s "$size" -n "$iters" \
-                -w $((iters / 10 + 10)) -f -v -p "${port[h]}" >"$work/perf.server$h" 2>&1 &
+            ucx_perf "$h" "$test" "$size" "${port[h]}" "$work/perf.server$h" &
             server[h]=$!
             pids+=("${server[h]}")
         done
@@ -181,9 +188,7 @@ perftest_both() {
             # starts listening.
             (
                 for ((try = 0; try < 100; try++)); do
-                    timeout -k 5 "$limit" "$netns" exec "$tag" "$h" ucx_perftest "${addr[1 - h]}" -t "$test" \
-                        -s "$size" -n "$iters" -w $((iters / 10 + 10)) -f -v -p "${port[1 - h]}" \
-                        >"$work/perf.client$h" 2>&1 && exit 0
+                    ucx_perf "$h" "$test" "$size" "${port[1 - h]}" "$work/perf.client$h" "${addr[1 - h]}" && exit 0
                     sleep 0.1
                 done
                 exit 1
