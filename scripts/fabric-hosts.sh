@@ -138,6 +138,12 @@ ucx_perf() {
         -w $((iters / 10 + 10)) -f -v -p "$port" >"$out" 2>&1
 }
 
+# The last row of figures (CSV) in ucx_perftest's output file $1; fails
+# when there is none.
+last_row() {
+    grep -E '^[0-9]+,' "$1" | tail -n 1
+}
+
 # One ucx_perftest measurement: $1 test, $2 size, $3 the CSV column to
 # report (2: median latency, 6: overall bandwidth). Sets $figure.
 figure=
@@ -158,7 +164,7 @@ perftest() {
         done
         kill -s TERM "$server" 2>/dev/null || true
         reap "$server"
-        line=$(grep -E '^[0-9]+,' "$work/perf.client" | tail -n 1) && break
+        line=$(last_row "$work/perf.client") && break
         echo "$prog: ucx_perftest -t $test -s $size, attempt $attempt: no figures" \
             "($(tail -n 1 "$work/perf.client"); server: $(tail -n 1 "$work/perf.server"))" >&2
     done
@@ -207,7 +213,7 @@ perftest_both() {
         done
         if [ "$ok" -eq 1 ]; then
             for h in 0 1; do
-                got[h]=$(grep -E '^[0-9]+,' "$work/perf.client$h" | tail -n 1 | cut -d, -f6 || true)
+                got[h]=$(last_row "$work/perf.client$h" | cut -d, -f6 || true)
                 [ -n "${got[h]}" ] || ok=0
             done
         fi

@@ -597,6 +597,7 @@ impl Gate {
         if !self.clear_bias() {
             return false;
         }
+        let me = token();
         let mut spins = 0u32;
         loop {
             // Acquire: the trustee's accesses happen before ours.
@@ -604,7 +605,7 @@ impl Gate {
             if mark == 0 {
                 return true;
             }
-            self.refuse_own_mark(mark);
+            self.refuse_own_mark(mark, me);
             if spins < SPINS {
                 spins += 1;
                 std::hint::spin_loop();
@@ -614,11 +615,12 @@ impl Gate {
         }
     }
 
-    /// Releases the lock and panics if `mark`, read from the gate, is this
-    /// thread's: it serves the property under the bias now (a closure
-    /// running on the value reached the lock) and would wait for itself.
-    fn refuse_own_mark(&self, mark: u32) {
-        if mark != 0 && mark == token() {
+    /// Releases the lock and panics if `mark`, read from the gate, is `me`,
+    /// this thread's [`token`]: it serves the property under the bias now
+    /// (a closure running on the value reached the lock) and would wait for
+    /// itself.
+    fn refuse_own_mark(&self, mark: u32, me: u32) {
+        if mark != 0 && mark == me {
             self.unlock();
             in_use();
         }
@@ -664,7 +666,7 @@ impl Gate {
         self.lock_plain();
         let mark = self.serving.load(Ordering::Acquire);
         if mark != 0 {
-            self.refuse_own_mark(mark);
+            self.refuse_own_mark(mark, token());
             // Not expected (only this thread serves): wait as any caller.
             self.revoke();
         }

@@ -251,19 +251,19 @@ impl<T: Send + 'static> Adaptive<T> {
     /// requests first yields, up to `drain_waits` times, for their answers.
     #[inline]
     fn route(&self, drain_waits: u32) -> Route<'_, T> {
-        let Some(node) = self.local() else { return Route::Delegate };
         let counter = Counter::of(self.key());
+        let Some(node) = self.local() else { return Route::Delegate(counter) };
         let held = counter.held();
         if !held && !self.routed_in_place(node) {
-            return Route::Delegate;
+            return Route::Delegate(counter);
         }
-        let Some(w) = self.counting_worker() else { return Route::Delegate };
+        let Some(w) = self.counting_worker() else { return Route::Delegate(counter) };
         if held {
             // Behind its own held calls, in order.
             return Route::Hold(w);
         }
         if !self.in_place_allowed_here(w) {
-            return Route::Delegate;
+            return Route::Delegate(counter);
         }
         let mut waits = 0;
         while counter.outstanding() {
@@ -274,7 +274,7 @@ impl<T: Send + 'static> Adaptive<T> {
             w.yield_now();
             waits += 1;
             if !counter.held() && (!self.routed_in_place(node) || !self.in_place_allowed_here(w)) {
-                return Route::Delegate;
+                return Route::Delegate(counter);
             }
         }
         Route::InPlace(w, node)
@@ -315,8 +315,9 @@ impl<T: Send + 'static> Adaptive<T> {
 
     /// Whether the calling thread counts its delegated requests (a worker
     /// of this runtime in the trustee's process: callers elsewhere never
-    /// run in place).
-    fn ticket(&self) -> Option<Ticket> {
+    /// run in place), counted under `counter`, the thread's counter of the
+    /// property.
+    fn ticket(&self, counter: Counter) -> Option<Ticket> {
         if let Some(node) = self.local() {
             if pending::check_due() {
                 let t = self.trust().trustee as usize;
@@ -327,7 +328,7 @@ impl<T: Send + 'static> Adaptive<T> {
                 }
             }
         }
-        self.counting_worker().map(|_| Ticket::take(self.key()))
+        self.counting_worker().map(|_| Ticket::take(counter))
     }
 
     /// Runs `f` on the property, exclusively, and waits for its result, as
@@ -346,7 +347,7 @@ impl<T: Send + 'static> Adaptive<T> {
         let (w, node) = match self.route(DRAIN_WAITS) {
             Route::InPlace(w, node) => (w, node),
             Route::Hold(w) => return self.apply_held(w, f),
-            Route::Delegate => return self.apply_delegated(f),
+            Route::Delegate(counter) => return self.apply_delegated(counter, f),
         };
         w.check_may_block();
         // A fiber whose calls all run in place never suspends: now and
@@ -381,12 +382,12 @@ impl<T: Send + 'static> Adaptive<T> {
     }
 
     /// `apply`, delegated to the trustee.
-    fn apply_delegated<F, U>(&self, f: F) -> U
+    fn apply_delegated<F, U>(&self, counter: Counter, f: F) -> U
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Transferable,
     {
-        let ticket = self.ticket();
+        let ticket = self.ticket(counter);
         let adaptive = self.local().filter(|n| n.slot.gate.policy() == Policy::Adaptive);
         let start = adaptive.map(|n| (n, Instant::now()));
         let u = self.trust().apply_as(move |o: &mut Owner<T>| serve(o, f), Call::User("apply"));
@@ -443,7 +444,7 @@ impl<T: Send + 'static> Adaptive<T> {
         match self.route(0) {
             Route::InPlace(w, node) => self.then_in_place::<F, U, G, K>(w, node, f, then),
             Route::Hold(w) => self.hold_then::<F, U, G, K>(w, f, then, call),
-            Route::Delegate => self.then_delegated::<F, U, G, K>(f, then, call),
+            Route::Delegate(counter) => self.then_delegated::<F, U, G, K>(counter, f, then, call),
         }
     }
 
@@ -481,16 +482,17 @@ impl<T: Send + 'static> Adaptive<T> {
         w.run_deferred();
     }
 
-    /// Delegates `f` to the trustee, `then` to run with its answer.
+    /// Delegates `f` to the trustee, `then` to run with its answer
+    /// (`counter`: the thread's counter of the property).
     #[inline]
-    fn then_delegated<F, U, G, K>(&self, f: F, then: G, call: &'static str)
+    fn then_delegated<F, U, G, K>(&self, counter: Counter, f: F, then: G, call: &'static str)
     where
         F: FnOnce(&mut T) -> U + Send + 'static,
         U: Transferable, // serialized across processes: must own its data, no reference or pointer
         G: 'static,
         K: ThenKind<U, G> + ThenKind<U, Counted<G>> + 'static,
     {
-        match self.ticket() {
+        match self.ticket(counter) {
             Some(ticket) => self.trust().then_impl::<_, U, _, K>(
                 move |o: &mut Owner<T>| serve(o, f),
                 Counted { ticket, then },
@@ -600,7 +602,8 @@ impl<T: Send + 'static> Adaptive<T> {
 enum Route<'a, T> {
     InPlace(&'static Worker, &'a Node<T>),
     Hold(&'static Worker),
-    Delegate,
+    /// Delegated, with the thread's counter of the property.
+    Delegate(Counter),
 }
 
 /// A call held on its thread (see `pending`): the closure, its callback
@@ -629,7 +632,8 @@ where
         };
         // In place only once the thread's requests to it are answered;
         // delegated at once, behind them.
-        if in_place.is_some() && Counter::of(h.key()).delegated() {
+        let counter = Counter::of(h.key());
+        if in_place.is_some() && counter.delegated() {
             return Err(self);
         }
         let HeldThen { handle, f, then, call, .. } = *self;
@@ -639,7 +643,7 @@ where
         let _g = w.enter_delegated();
         match (in_place, handle.local()) {
             (Some(w), Some(node)) => handle.then_in_place::<F, U, G, K>(w, node, f, then),
-            _ => handle.then_delegated::<F, U, G, K>(f, then, call),
+            _ => handle.then_delegated::<F, U, G, K>(counter, f, then, call),
         }
         Ok(())
     }

@@ -88,7 +88,8 @@ fn bucket(key: usize) -> usize {
     // at a fixed stride, which a mask of some bits would fold onto a
     // fraction of the counters, and which the product alone spreads
     // unevenly at some strides. One multiplication: this runs on every
-    // call, twice on a delegated one.
+    // call (once: a delegated call's ticket takes the counter its route
+    // found).
     let x = key as u64;
     ((x ^ (x >> 5)).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - BUCKETS.trailing_zeros())) as usize
 }
@@ -185,9 +186,10 @@ pub(crate) struct Ticket {
 }
 
 impl Ticket {
+    /// Counts one more outstanding request under `counter`.
     #[inline]
-    pub(crate) fn take(key: usize) -> Ticket {
-        let bucket = bucket(key);
+    pub(crate) fn take(counter: Counter) -> Ticket {
+        let bucket = counter.0;
         let _ = PENDING.try_with(|p| p[bucket].pending.set(p[bucket].pending.get() + 1));
         Ticket { bucket, _here: PhantomData }
     }

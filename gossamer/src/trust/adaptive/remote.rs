@@ -86,8 +86,8 @@ impl<T: Send + 'static> Adaptive<T> {
         let (cw, node) = match self.route(DRAIN_WAITS) {
             Route::InPlace(cw, node) => (cw, node),
             Route::Hold(cw) => return self.apply_held(cw, move |v: &mut T| f(v, w)),
-            Route::Delegate => {
-                let ticket = self.ticket();
+            Route::Delegate(counter) => {
+                let ticket = self.ticket(counter);
                 let u = self.trust().apply_with(serve_with::<T, V, U>, (FnCode(f), w));
                 drop(ticket);
                 return u;
@@ -139,9 +139,9 @@ impl<T: Send + 'static> Adaptive<T> {
             // Held on a worker of the trustee's process, where the call,
             // when it goes, may be delegated as a closure.
             Route::Hold(cw) => self.hold_then::<_, U, G, K>(cw, move |v: &mut T| f(v, w), then, "apply_with_then"),
-            Route::Delegate => {
+            Route::Delegate(counter) => {
                 let arg = (FnCode(f), w);
-                match self.ticket() {
+                match self.ticket(counter) {
                     Some(ticket) => {
                         self.trust().with_then_impl::<_, U, _, K>(serve_with::<T, V, U>, arg, Counted { ticket, then })
                     }
