@@ -19,12 +19,13 @@ reps=3
 iters=20000
 limit=120
 quick=0
+cpu=0
 out="$root/results/fabric-hosts.csv"
 
 usage() {
     cat <<EOF
 usage: $prog [-s "SIZE ..."] [-t THREADS] [-m MILLIS] [-r REPS] [-n ITERS]
-                      [-T SECONDS] [-o FILE] [-q]
+                      [-T SECONDS] [-o FILE] [-q] [-c]
 
 Between two simulated hosts, for each size, measures in turn (each
 repetition runs every measurement once; figures are medians):
@@ -63,6 +64,20 @@ at once, per direction; echo_over_both: the echo's payload per direction
 over it. MB is 10^6 bytes throughout: ucx_perftest's
 MB/s, which are MiB/s, are converted.)
 
+With -c, four more columns give what each gigabyte sent one way costs in
+CPU time, Gossamer's one-way echo beside ucp_am_bw, in core-seconds per GB
+of traffic through the bridge, all and user space only:
+
+  oneway_cpu_s_per_gb,oneway_user_s_per_gb,ucx_am_cpu_s_per_gb,ucx_am_user_s_per_gb
+
+Each is measured with a run of MILLIS and one of 4 x MILLIS (ucx_perftest:
+as many iterations as that takes at its ucp_am_bw rate of the same
+repetition): the differences of the two runs in the machine's CPU time
+(/proc/stat: user, system, interrupts) and in the bytes through the bridge
+leave out the start-up. The machine's time is counted, so run it on an
+otherwise quiet machine. Where both cores are busy throughout, as on 2
+cores, the cost per byte is what sets the bandwidth.
+
   -s SIZES    payload sizes in bytes (default: "$sizes")
   -t THREADS  client threads per process in the echo (default: $threads)
   -m MILLIS   length of each Gossamer run (default: $millis)
@@ -72,6 +87,7 @@ MB/s, which are MiB/s, are converted.)
   -o FILE     where to write the CSV (default: results/fabric-hosts.csv)
   -q          quick form: sizes "64 4096", 200 ms, 1 repetition, 2000
               iterations (what CI runs)
+  -c          also the CPU time per GB one way (see above)
 
 Builds the example first (cargo build --release --example echo). Every
 namespace, process and shared-memory segment it makes is removed when it
@@ -82,7 +98,7 @@ EOF
 # shellcheck source-path=SCRIPTDIR source=lib/sim-hosts.sh
 . "$root/scripts/lib/sim-hosts.sh"
 
-while getopts "s:t:m:r:n:T:o:qh" opt; do
+while getopts "s:t:m:r:n:T:o:qch" opt; do
     case $opt in
     s) sizes=$OPTARG ;;
     t) threads=$OPTARG ;;
@@ -92,6 +108,7 @@ while getopts "s:t:m:r:n:T:o:qh" opt; do
     T) limit=$OPTARG ;;
     o) out=$OPTARG ;;
     q) quick=1 ;;
+    c) cpu=1 ;;
     h)
         usage
         exit 0
@@ -130,12 +147,14 @@ perf_port=$((20000 + RANDOM % 10000))
 
 # ucx_perftest on host $1 with the options every measurement shares: $2 the
 # test, $3 the size, $4 the port, $5 the file for its output; a sixth
-# argument, the server's address, makes it the client.
+# argument, the server's address, makes it the client. Runs $perf_iters
+# iterations where a caller sets it (as a local), else $iters.
 ucx_perf() {
     local host=$1 test=$2 size=$3 port=$4 out=$5
     shift 5
-    timeout -k 5 "$limit" "$netns" exec "$tag" "$host" ucx_perftest "$@" -t "$test" -s "$size" -n "$iters" \
-        -w $((iters / 10 + 10)) -f -v -p "$port" >"$out" 2>&1
+    local n=${perf_iters:-$iters}
+    timeout -k 5 "$limit" "$netns" exec "$tag" "$host" ucx_perftest "$@" -t "$test" -s "$size" -n "$n" \
+        -w $((n / 10 + 10)) -f -v -p "$port" >"$out" 2>&1
 }
 
 # The last row of figures (CSV) in ucx_perftest's output file $1; fails
@@ -246,6 +265,77 @@ add() {
     runs[$1]="${runs[$1]:-}${runs[$1]:+ }$2"
 }
 
+# The machine's CPU time so far, in clock ticks: "USER ALL" (ALL: user,
+# nice, system, interrupts and softirqs).
+cpu_ticks() {
+    awk '$1 == "cpu" { print $2 + $3, $2 + $3 + $4 + $7 + $8 }' /proc/stat
+}
+
+# Runs "$@" and sets $cost to "USER_TICKS ALL_TICKS BYTES" that it took:
+# the machine's CPU time and the bytes through the bridge.
+cost=
+costed() {
+    local c0 b0 c1 b1
+    read -r -a c0 <<<"$(cpu_ticks)"
+    b0=$(bridge_bytes 2)
+    "$@"
+    read -r -a c1 <<<"$(cpu_ticks)"
+    b1=$(bridge_bytes 2)
+    cost="$((c1[0] - c0[0])) $((c1[1] - c0[1])) $((b1 - b0))"
+}
+
+# The CPU time per GB between two costs ($1 the short run's, $2 the long
+# one's): "ALL USER" in core-seconds per GB; "nan nan" when the long run
+# moved no more bytes.
+per_gb() {
+    awk -v a="$1" -v b="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+        split(a, s, " "); split(b, l, " ")
+        gb = (l[3] - s[3]) / 1e9
+        if (gb <= 0) { print "nan nan"; exit }
+        printf "%.3f %.3f\n", (l[2] - s[2]) / hz / gb, (l[1] - s[1]) / hz / gb
+    }'
+}
+
+# ucp_am_bw one way, at size $1 for $2 iterations, for its cost only.
+ucx_am_run() {
+    local size=$1 perf_iters=$2 server try
+    perf_port=$((perf_port + 1))
+    ucx_perf 1 ucp_am_bw "$size" "$perf_port" "$work/perf.server" &
+    server=$!
+    pids+=("$server")
+    for ((try = 0; try < 100; try++)); do
+        ucx_perf 0 ucp_am_bw "$size" "$perf_port" "$work/perf.client" "${addr[1]}" && break
+        kill -0 "$server" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -s TERM "$server" 2>/dev/null || true
+    reap "$server"
+    last_row "$work/perf.client" >/dev/null || failed "ucp_am_bw -s $size -n $perf_iters for the CPU time gave no figures"
+}
+
+# The CPU time per GB one way at size $1, Gossamer's and UCX's active
+# messages (whose rate this repetition measured: $2 MiB/s); adds them to
+# the runs.
+cpu_costs() {
+    local s=$1 rate=$2 short long n all user
+    costed gossamer_run ECHO ECHO_TARGETS=remote ECHO_FLOW=one-way ECHO_SIZE="$s" ECHO_MILLIS="$millis"
+    short=$cost
+    costed gossamer_run ECHO ECHO_TARGETS=remote ECHO_FLOW=one-way ECHO_SIZE="$s" ECHO_MILLIS=$((4 * millis))
+    long=$cost
+    read -r all user <<<"$(per_gb "$short" "$long")"
+    add "oneway_cpu $s" "$all"
+    add "oneway_user $s" "$user"
+    # As many iterations as MILLIS takes at the measured rate.
+    n=$(awk -v r="$rate" -v s="$s" -v ms="$millis" 'BEGIN { n = int(r * 1048576 * ms / 1000 / s); print (n < 1000 ? 1000 : n) }')
+    costed ucx_am_run "$s" "$n"
+    short=$cost
+    costed ucx_am_run "$s" $((4 * n))
+    long=$cost
+    read -r all user <<<"$(per_gb "$short" "$long")"
+    add "ucx_cpu $s" "$all"
+    add "ucx_user $s" "$user"
+}
+
 sim_hosts_machine
 echo "$prog: sizes $sizes; $threads client thread(s) per process; $millis ms per Gossamer run;" \
     "$iters ucx_perftest iterations; $reps repetitions" >&2
@@ -268,6 +358,12 @@ for ((rep = 1; rep <= reps; rep++)); do
         gossamer_run ECHO ECHO_TARGETS=remote ECHO_FLOW=one-way ECHO_SIZE="$s"
         grep -q " flow=one-way " <<<"$line" || failed "the echo did not run one way: $line"
         add "oneway $s" "$(field mbps "$line")"
+        if [ "$cpu" -eq 1 ]; then
+            cpu_costs "$s" "${runs["am_bw $s"]##* }"
+            echo "$prog:   CPU time per GB one way: Gossamer ${runs["oneway_cpu $s"]##* }" \
+                "(user ${runs["oneway_user $s"]##* }), UCX am ${runs["ucx_cpu $s"]##* }" \
+                "(user ${runs["ucx_user $s"]##* }) core-s" >&2
+        fi
         echo "$prog:   one way: UCX put ${runs["put_lat $s"]##* } us, am ${runs["am_lat $s"]##* } us;" \
             "round trip: Gossamer ${runs["rtt $s"]##* } us; per direction: UCX put ${runs["put_bw $s"]##* }," \
             "stream ${runs["stream_bw $s"]##* } MiB/s, Gossamer ${runs["mbps $s"]##* } MB/s echoing," \
@@ -281,6 +377,7 @@ med() {
 }
 csv="size,ucx_put_lat_us,ucx_am_lat_us,gossamer_rtt_us,rtt_over_am_rtt,ucx_put_mbps,ucx_stream_mbps,ucx_am_mbps,gossamer_mbps,bw_over_best,gossamer_mops"
 csv+=",gossamer_oneway_mbps,oneway_over_best,ucx_both_mbps,echo_over_both"
+[ "$cpu" -eq 0 ] || csv+=",oneway_cpu_s_per_gb,oneway_user_s_per_gb,ucx_am_cpu_s_per_gb,ucx_am_user_s_per_gb"
 for s in $sizes; do
     row=$(awk -v s="$s" -v pl="$(med "put_lat $s")" -v al="$(med "am_lat $s")" -v rtt="$(med "rtt $s")" \
         -v pb="$(med "put_bw $s")" -v sb="$(med "stream_bw $s")" -v ab="$(med "am_bw $s")" \
@@ -292,6 +389,9 @@ for s in $sizes; do
         both = pboth > sboth ? pboth : sboth
         printf "%d,%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%.1f,%.1f,%.3f,%.4f,%.1f,%.3f,%.1f,%.3f", s, pl, al, rtt, rtt / (2 * al), pb, sb, ab, gb, gb / best, mops, ob, ob / best, both, gb / both
     }')
+    if [ "$cpu" -eq 1 ]; then
+        row+=",$(med "oneway_cpu $s"),$(med "oneway_user $s"),$(med "ucx_cpu $s"),$(med "ucx_user $s")"
+    fi
     csv+=$'\n'"$row"
 done
 mkdir -p "$(dirname "$out")"
