@@ -788,10 +788,14 @@ impl Gate {
     /// Called now and then by callers that delegate: a delegate window
     /// that has lasted long while the trustee served fewer requests per
     /// second than the lock ran means the trustee's thread is not running
-    /// often enough (a busy or oversubscribed machine): back to the lock,
-    /// and the trial counts as lost (its rate is recorded, so the next one
-    /// waits its turn). The reads are of words the holder writes; a stale
-    /// one only delays or hastens this hint.
+    /// often enough (a busy or oversubscribed machine): back to the lock.
+    /// The trial counts as lost when the lock is free to take (its rate is
+    /// recorded, so the next one waits its turn); while the lock is biased
+    /// towards the trustee only the mode switches, and the next contended
+    /// lock window judges against the last delegate window that closed
+    /// (recording the loss there too made no clear difference beside busy
+    /// processes: `benchmarks/adaptive.md`). The reads are of words the
+    /// holder writes; a stale one only delays or hastens this hint.
     pub(crate) fn check_progress(&self) -> Progress {
         if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE || self.mode() != Mode::Delegate {
             return Progress::Unjudged;
