@@ -124,7 +124,8 @@ pub fn serve(opts: Options) -> Result<(), CliError> {
         .map_err(CliError::io("starting the daemon's event loop"))?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::from_std(std_listener).map_err(CliError::io("listener"))?;
-        info!(%local, %host, version = env!("CARGO_PKG_VERSION"), "gossamer daemon listening");
+        // The policy first: whoever waits for "listening" in the log finds
+        // what the daemon will start already there.
         if policy.starts_nothing() {
             warn!(
                 "started without --allow: this daemon starts nothing (hosts and --status still work); \
@@ -133,6 +134,7 @@ pub fn serve(opts: Options) -> Result<(), CliError> {
         } else {
             info!(allowed = %policy.describe(), "binaries allowed");
         }
+        info!(%local, %host, version = env!("CARGO_PKG_VERSION"), "gossamer daemon listening");
         tokio::spawn(shared.limits.clone().report());
         loop {
             match listener.accept().await {
