@@ -298,19 +298,8 @@ per_gb() {
 
 # ucp_am_bw one way, at size $1 for $2 iterations, for its cost only.
 ucx_am_run() {
-    local size=$1 perf_iters=$2 server try
-    perf_port=$((perf_port + 1))
-    ucx_perf 1 ucp_am_bw "$size" "$perf_port" "$work/perf.server" &
-    server=$!
-    pids+=("$server")
-    for ((try = 0; try < 100; try++)); do
-        ucx_perf 0 ucp_am_bw "$size" "$perf_port" "$work/perf.client" "${addr[1]}" && break
-        kill -0 "$server" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -s TERM "$server" 2>/dev/null || true
-    reap "$server"
-    last_row "$work/perf.client" >/dev/null || failed "ucp_am_bw -s $size -n $perf_iters for the CPU time gave no figures"
+    local perf_iters=$2
+    perftest ucp_am_bw "$1" 6
 }
 
 # The CPU time per GB one way at size $1, Gossamer's and UCX's active
