@@ -127,6 +127,13 @@ pub(crate) struct WorkerTune {
     /// fibers, since the worker started (written by the worker only).
     pub(crate) serve_ns: AtomicU64,
     pub(crate) fiber_ns: AtomicU64,
+    /// The share (percent) of its last measured interval the worker's
+    /// thread waited for a CPU (written by the worker only; see
+    /// `worker::cpu_wait`).
+    cpu_wait_percent: AtomicU32,
+    /// A share that tests force, above 100 when none is.
+    #[cfg(test)]
+    cpu_wait_forced: AtomicU32,
 }
 
 impl WorkerTune {
@@ -138,6 +145,9 @@ impl WorkerTune {
             sleep_poll_ns: AtomicU64::new(0),
             serve_ns: AtomicU64::new(0),
             fiber_ns: AtomicU64::new(0),
+            cpu_wait_percent: AtomicU32::new(0),
+            #[cfg(test)]
+            cpu_wait_forced: AtomicU32::new(u32::MAX),
         };
         w.store(p);
         w
@@ -148,6 +158,32 @@ impl WorkerTune {
         self.fiber_yield.store(p.fiber_yield, Ordering::Relaxed);
         self.idle_spin_ns.store(p.idle_spin.as_nanos() as u64, Ordering::Relaxed);
         self.sleep_poll_ns.store(p.sleep_poll.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The share (percent) of its last measured interval the worker's
+    /// thread waited for a CPU.
+    #[inline]
+    pub(crate) fn cpu_wait_percent(&self) -> u32 {
+        #[cfg(test)]
+        {
+            let forced = self.cpu_wait_forced.load(Ordering::Relaxed);
+            if forced <= 100 {
+                return forced;
+            }
+        }
+        self.cpu_wait_percent.load(Ordering::Relaxed)
+    }
+
+    /// Publishes the worker's measurement (by the worker only).
+    pub(crate) fn set_cpu_wait_percent(&self, pct: u32) {
+        self.cpu_wait_percent.store(pct, Ordering::Relaxed);
+    }
+
+    /// Makes [`cpu_wait_percent`](Self::cpu_wait_percent) report `pct`
+    /// whatever the worker measures, or (`None`) its measurement again.
+    #[cfg(test)]
+    pub(crate) fn force_cpu_wait_percent(&self, pct: Option<u32>) {
+        self.cpu_wait_forced.store(pct.map_or(u32::MAX, |p| p.min(100)), Ordering::Relaxed);
     }
 
     pub(crate) fn params(&self) -> TrusteeParams {

@@ -13,6 +13,7 @@
 
 pub(crate) mod batch_hold;
 mod client;
+mod cpu_wait;
 mod far;
 mod idle;
 mod load;
@@ -104,6 +105,7 @@ pub(crate) struct Worker {
     id_shift: u32,
     /// Where this worker's time goes (see `load`).
     meter: load::Meter,
+    cpu_wait: cpu_wait::CpuWait,
     /// The client whose batch this trustee serves now (for requests that a
     /// moved property's first cell relays, see `trust::migrate`), or
     /// `usize::MAX` between batches: read through [`Worker::batch_client`].
@@ -186,6 +188,7 @@ impl Worker {
             held_calls: RefCell::new(None),
             id_shift: id_shift(n),
             meter: load::Meter::default(),
+            cpu_wait: cpu_wait::CpuWait::default(),
             shared,
         }
     }
@@ -560,6 +563,7 @@ impl Worker {
             did |= self.flush_all();
             if let (Some(t0), Some(s0), Some(s1)) = (sampled, serve_start, serve_end) {
                 self.meter_pass(t0, (s0, s1), served, did || ran);
+                self.sample_cpu_wait(s1);
             }
             if self.shared.stopped() {
                 break;

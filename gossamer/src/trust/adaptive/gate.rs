@@ -29,7 +29,12 @@
 //! again; each measurement that confirms delegation doubles that number
 //! of windows (up to 64), and the delegate window keeps its size. Ties go
 //! to the lock, which is faster for an uncontended caller and does not
-//! depend on the trustee's thread being scheduled.
+//! depend on the trustee's thread being scheduled. A property whose
+//! trustee's thread waits for a CPU much of the time ([`starved`]: other
+//! processes share its core) does not try delegation, and one that
+//! delegates goes back to the lock at a caller's next check: callers
+//! would wait a scheduler's time slice whenever that thread is
+//! descheduled.
 
 #[cfg(not(loom))]
 use std::sync::OnceLock;
@@ -104,9 +109,16 @@ const POLICY_ADAPTIVE: u32 = 1;
 const POLICY_LOCK: u32 = 2;
 
 /// Spins before a waiter gives up its time slice: the holder runs a
-/// closure that never blocks, usually for well under a microsecond.
+/// closure that never blocks, usually for well under a microsecond. Few,
+/// because a waiter that yields early also keeps two threads from taking
+/// turns at the lock's cache line, and beside busy processes lets the
+/// holder run alone: on 2 cores with the policy forced to lock, 4 spins
+/// instead of 64 ran 4 contended objects at 0.90–1.01× `parking-lot`
+/// instead of 0.77–0.96, and beside 2 busy processes at 23.5 Mops/s
+/// instead of 12–18 (`benchmarks/adaptive.md`, "Yielding early, and
+/// trustees that wait for a CPU").
 #[cfg(not(loom))]
-const SPINS: u32 = 64;
+const SPINS: u32 = 4;
 /// Under the model checker every failed attempt yields, so that the model
 /// lets the holder run.
 #[cfg(loom)]
@@ -127,6 +139,28 @@ const MAX_EXPLORE: u32 = 64;
 /// too: if its trustee has served fewer requests per second than the lock
 /// ran, it is not keeping up (its thread is not running often enough).
 const SLOW_WINDOW_US: u32 = 2000;
+
+/// A trustee whose thread waited for a CPU this share (percent) of its
+/// last measured interval or more is *starved* (see
+/// `runtime::worker::cpu_wait`): its properties do not try delegation, and
+/// one that delegates goes back to the lock. Callers delegating to it would
+/// wait a scheduler's time slice whenever its thread is descheduled (faa on
+/// 2 cores beside 2 busy processes: 64% waiting, against 1% quiet).
+const STARVED_PERCENT: u32 = 20;
+
+/// Whether local worker `t`'s thread waits for a CPU too much of the time
+/// to serve delegated requests (see [`STARVED_PERCENT`]); false off the
+/// runtime's workers.
+#[cfg(not(loom))]
+pub(crate) fn starved(t: usize) -> bool {
+    context::current().is_some_and(|w| w.shared.is_local(t) && w.shared.tune(t).cpu_wait_percent() >= STARVED_PERCENT)
+}
+
+/// Under the model checker no thread waits for a CPU.
+#[cfg(loom)]
+pub(crate) fn starved(_t: usize) -> bool {
+    false
+}
 
 /// The small counts of the trials, one byte each of `Gate::tries` (each
 /// stays at or below 64).
@@ -673,9 +707,10 @@ impl Gate {
     }
 
     /// Counts one call run in place (`contended`: it found the lock held)
-    /// and closes the window when it is full. Only while holding the lock.
+    /// on a property of trustee `trustee`, and closes the window when it is
+    /// full. Only while holding the lock.
     #[inline]
-    pub(crate) fn note_in_place(&self, contended: bool) {
+    pub(crate) fn note_in_place(&self, contended: bool, trustee: usize) {
         let ops = self.ops.load(Ordering::Relaxed) + 1;
         self.ops.store(ops, Ordering::Relaxed);
         if contended {
@@ -683,12 +718,12 @@ impl Gate {
             self.contended.store(c, Ordering::Relaxed);
         }
         if ops >= self.lock_window.load(Ordering::Relaxed) {
-            self.close_lock_window(ops);
+            self.close_lock_window(ops, trustee);
         }
     }
 
     #[cold]
-    fn close_lock_window(&self, ops: u32) {
+    fn close_lock_window(&self, ops: u32, trustee: usize) {
         let r = rate(ops, self.window_start.load(Ordering::Relaxed));
         let c = self.contended.load(Ordering::Relaxed) as u64;
         self.new_window();
@@ -697,7 +732,9 @@ impl Gate {
         }
         self.lock_rate.store(r, Ordering::Relaxed);
         let busy = c * 100 >= ops as u64 * self.contended_percent.load(Ordering::Relaxed) as u64;
-        if !busy {
+        // Contention that delegation cannot relieve: the trustee's thread
+        // is not running much of the time.
+        if !busy || starved(trustee) {
             self.put(Try::Explore, 0);
             return;
         }
@@ -765,7 +802,7 @@ impl Gate {
         self.delegate_rate.store(r, Ordering::Relaxed);
         let l = self.lock_rate.load(Ordering::Relaxed) as u64;
         let stale = self.get(Try::Stale) + 1;
-        let lock_wins = l * 100 >= r as u64 * LOCK_MARGIN;
+        let lock_wins = l * 100 >= r as u64 * LOCK_MARGIN || context::current().is_some_and(|w| starved(w.index));
         if lock_wins || stale >= self.get(Try::StaleEvery) {
             // The lock was about as fast, or is to be measured again.
             self.put(Try::Stale, 0);
@@ -785,20 +822,25 @@ impl Gate {
         }
     }
 
-    /// Called now and then by callers that delegate: a delegate window
-    /// that has lasted long while the trustee served fewer requests per
-    /// second than the lock ran means the trustee's thread is not running
-    /// often enough (a busy or oversubscribed machine): back to the lock.
-    /// The trial counts as lost when the lock is free to take (its rate is
+    /// Called now and then by callers that delegate to trustee `trustee`:
+    /// a trustee whose thread waits for a CPU much of the time
+    /// ([`starved`]), or a delegate window that has lasted long while the
+    /// trustee served fewer requests per second than the lock ran, means
+    /// the trustee's thread is not running often enough (a busy or
+    /// oversubscribed machine): back to the lock. The trial counts as lost when the lock is free to take (its rate is
     /// recorded, so the next one waits its turn); while the lock is biased
     /// towards the trustee only the mode switches, and the next contended
     /// lock window judges against the last delegate window that closed
     /// (recording the loss there too made no clear difference beside busy
     /// processes: `benchmarks/adaptive.md`). The reads are of words the
     /// holder writes; a stale one only delays or hastens this hint.
-    pub(crate) fn check_progress(&self) -> Progress {
+    pub(crate) fn check_progress(&self, trustee: usize) -> Progress {
         if self.policy.load(Ordering::Relaxed) != POLICY_ADAPTIVE || self.mode() != Mode::Delegate {
             return Progress::Unjudged;
+        }
+        if starved(trustee) {
+            self.lose_trial(1);
+            return Progress::Slow;
         }
         let start = self.window_start.load(Ordering::Relaxed);
         if now_us().wrapping_sub(start) < SLOW_WINDOW_US {
@@ -893,7 +935,7 @@ mod tests {
     fn contended_call(g: &Gate, pause_ms: u64) {
         std::thread::sleep(std::time::Duration::from_millis(pause_ms));
         g.lock();
-        g.note_in_place(true);
+        g.note_in_place(true, 0);
         g.unlock();
     }
 

@@ -71,7 +71,7 @@ fn client(w: &World, c: usize, avoid: bool) {
         let outstanding = lane.served.load(Ordering::Acquire) != issued;
         let routed = w.slot.gate.mode() == Mode::Lock || (avoid && w.slot.gate.may_override());
         if routed && !outstanding {
-            let mut held = Held::in_place(&w.slot);
+            let mut held = Held::in_place(&w.slot, 0);
             push(&mut held, c, s);
         } else {
             // SAFETY: only this client writes its lane's sequence numbers,
@@ -107,7 +107,7 @@ fn serve_step(w: &World) {
 fn check(w: &World) {
     let held = Held::serving(&w.slot);
     drop(held);
-    let mut held = Held::in_place(&w.slot);
+    let mut held = Held::in_place(&w.slot, 0);
     // SAFETY: every thread has been joined.
     let log = held.value().with(|v| unsafe { (*v).clone() });
     assert_eq!(log.len(), CLIENTS * OPS as usize, "every request took effect once: {log:?}");

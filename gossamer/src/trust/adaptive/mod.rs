@@ -74,7 +74,10 @@
 //!    longer than serving takes (its thread is preempted, parked or busy
 //!    elsewhere) switches to lock mode at once, and so does a delegate
 //!    window that a caller finds old and slower than the lock; either
-//!    counts as a lost trial. The decisions are made by
+//!    counts as a lost trial. A trustee whose thread waits for a CPU a
+//!    fifth of the time or more (each worker measures it, see
+//!    `runtime::worker::cpu_wait`) starts no trial, and its delegating
+//!    properties go back to the lock at a caller's next check. The decisions are made by
 //!    whoever holds the lock when a window closes, so they need no more
 //!    synchronisation than the lock.
 //! 4. **Per thread and trustee.** A thread that finds a trustee falling
@@ -321,7 +324,7 @@ impl<T: Send + 'static> Adaptive<T> {
         if let Some(node) = self.local() {
             if pending::check_due() {
                 let t = self.trust().trustee as usize;
-                match node.slot.gate.check_progress() {
+                match node.slot.gate.check_progress(t) {
                     Progress::Slow => pending::trustee_slow(t),
                     Progress::KeepsUp => pending::trustee_keeps_up(t),
                     Progress::Unjudged => {}
@@ -354,7 +357,7 @@ impl<T: Send + 'static> Adaptive<T> {
         // then, let the worker's other fibers and trustee duties run.
         w.local_turn();
         let u = {
-            let mut held = Held::in_place(&node.slot);
+            let mut held = Held::in_place(&node.slot, self.trust().trustee as usize);
             let _g = w.enter_delegated();
             f(held.value())
         };
@@ -470,7 +473,7 @@ impl<T: Send + 'static> Adaptive<T> {
         K: ThenKind<U, G>,
     {
         let r = {
-            let mut held = Held::in_place(&node.slot);
+            let mut held = Held::in_place(&node.slot, self.trust().trustee as usize);
             let _g = w.enter_delegated();
             catch_unwind(AssertUnwindSafe(|| f(held.value())))
         };
@@ -709,5 +712,67 @@ impl<T: Send + 'static> Drop for Adaptive<T> {
 impl<T: Send + 'static> std::fmt::Debug for Adaptive<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Adaptive").field("trust", self.trust()).field("mode", &self.mode()).finish()
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod starved_tests {
+    use super::*;
+    use crate::Runtime;
+
+    /// Thresholds under which every lock window counts as contended and
+    /// closes after a few calls (the property tries delegation at once,
+    /// unless its trustee is starved), and a delegate window never closes
+    /// in these tests.
+    fn eager() -> Thresholds {
+        Thresholds { contended_percent: 0, lock_window: 16, delegate_window_min: 1 << 30, delegate_window_max: 1 << 30 }
+    }
+
+    /// `n` calls from worker `on`, until `until` says stop; whether any
+    /// of them found the property delegating.
+    fn calls_from(rt: &Runtime, on: usize, a: &Adaptive<u64>, n: u64, until: fn(Mode) -> bool) -> (u64, bool) {
+        let a = a.clone();
+        rt.spawn_on(on, move || {
+            let mut saw = false;
+            for i in 0..n {
+                if until(a.mode()) {
+                    return (i, saw);
+                }
+                saw |= a.mode() == Mode::Delegate;
+                a.apply(|v| *v += 1);
+            }
+            (n, saw)
+        })
+        .join()
+        .unwrap()
+    }
+
+    /// A property whose trustee's thread waits for a CPU much of the time
+    /// does not try delegation, and one that delegates goes back to the
+    /// lock at a caller's next check; once the trustee runs, it tries
+    /// again.
+    #[test]
+    fn a_starved_trustee_keeps_its_properties_under_the_lock() {
+        let rt = Runtime::builder().workers(2).build().unwrap();
+        let a = rt.trustee(1).entrust_adaptive(0u64);
+        a.set_thresholds(eager());
+        let tune = rt.shared.tune(1);
+        tune.force_cpu_wait_percent(Some(90));
+        let (n1, saw) = calls_from(&rt, 0, &a, 2000, |_| false);
+        assert!(!saw && a.mode() == Mode::Lock, "a starved trustee's property tried delegation");
+        // Its thread runs again: the next contended window switches.
+        tune.force_cpu_wait_percent(Some(0));
+        let (n2, _) = calls_from(&rt, 0, &a, 2000, |m| m == Mode::Delegate);
+        assert_eq!(a.mode(), Mode::Delegate, "the property never tried delegation");
+        // Starved while delegating: a caller's next check (one in 64
+        // delegated calls) sends it back.
+        tune.force_cpu_wait_percent(Some(90));
+        let (n3, _) = calls_from(&rt, 0, &a, 1000, |m| m == Mode::Lock);
+        assert!(n3 <= 130, "{n3} calls delegated to a starved trustee");
+        assert_eq!(a.mode(), Mode::Lock);
+        let a2 = a.clone();
+        assert_eq!(rt.spawn_on(0, move || a2.apply(|v| *v)).join().unwrap(), n1 + n2 + n3);
+        drop(a);
+        rt.shutdown();
     }
 }

@@ -96,7 +96,7 @@ impl<T: Send + 'static> Adaptive<T> {
         cw.check_may_block();
         cw.local_turn();
         let u = {
-            let mut held = Held::in_place(&node.slot);
+            let mut held = Held::in_place(&node.slot, self.trust().trustee as usize);
             let _g = cw.enter_delegated();
             f(held.value(), w)
         };

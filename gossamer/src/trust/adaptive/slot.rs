@@ -77,17 +77,19 @@ pub(crate) struct Held<'a, T> {
     /// The trustee serving the request, and whether it keeps the lock for
     /// the rest of its batch (then it, not this guard, releases the lock).
     trustee: Option<(&'static Worker, bool)>,
+    /// The property's trustee (its number), for a call in place.
+    owner: usize,
 }
 
 impl<'a, T> Held<'a, T> {
-    /// Takes the lock for a call in place; `contended` records whether it
-    /// was found held.
+    /// Takes the lock for a call in place on a property of trustee `owner`;
+    /// `contended` records whether it was found held.
     ///
     /// # Panics
     /// If the value is gone: the runtime shut down (its trustee dropped
     /// the value) while this caller was on its way in.
     #[inline]
-    pub(crate) fn in_place(slot: &'a Slot<T>) -> Held<'a, T> {
+    pub(crate) fn in_place(slot: &'a Slot<T>, owner: usize) -> Held<'a, T> {
         let mut contended = !slot.gate.try_lock();
         if contended {
             slot.gate.lock_plain();
@@ -99,7 +101,7 @@ impl<'a, T> Held<'a, T> {
             slot.gate.unlock();
             panic!("gossamer: the runtime that owns this adaptive property has shut down");
         }
-        Held { slot, served: false, contended, biased: false, trustee: None }
+        Held { slot, served: false, contended, biased: false, trustee: None, owner }
     }
 
     /// Takes the value for the trustee, to serve a delegated request:
@@ -115,21 +117,21 @@ impl<'a, T> Held<'a, T> {
     #[inline]
     pub(crate) fn serving(slot: &'a Slot<T>) -> Held<'a, T> {
         if slot.gate.enter_biased() {
-            return Held { slot, served: true, contended: false, biased: true, trustee: None };
+            return Held { slot, served: true, contended: false, biased: true, trustee: None, owner: 0 };
         }
         if slot.gate.serving_here() {
             panic!("gossamer: a closure running on an adaptive property reached that same property's value again");
         }
         let Some(w) = context::current() else {
             slot.gate.lock_plain();
-            return Held { slot, served: true, contended: false, biased: false, trustee: None };
+            return Held { slot, served: true, contended: false, biased: false, trustee: None, owner: 0 };
         };
         // SAFETY: `Gate::lock` takes the lock for this thread and
         // `release_gate` releases it; the gate lives until the value is
         // dropped, which takes the lock first (`Gate::lock` takes a kept
         // lock over, removing it from the kept ones).
         let kept = unsafe { w.batch.serve(slot.gate.addr(), || slot.gate.lock_plain(), release_gate) };
-        Held { slot, served: true, contended: false, biased: false, trustee: Some((w, kept)) }
+        Held { slot, served: true, contended: false, biased: false, trustee: Some((w, kept)), owner: w.index }
     }
 
     /// The value, exclusively, for as long as the lock is held (or the
@@ -156,7 +158,7 @@ impl<T> Drop for Held<'_, T> {
         if self.served {
             self.slot.gate.note_served(true);
         } else {
-            self.slot.gate.note_in_place(self.contended);
+            self.slot.gate.note_in_place(self.contended, self.owner);
         }
         if let Some((w, kept)) = self.trustee {
             w.batch.done(self.slot.gate.addr());
