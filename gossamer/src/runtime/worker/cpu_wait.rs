@@ -12,21 +12,21 @@
 //! file is missing (not Linux, or a kernel without scheduler statistics)
 //! nothing is published and the share reads 0.
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, OnceCell};
 use std::fs::File;
 use std::time::{Duration, Instant};
 
 use super::Worker;
 
 /// The interval over which the share is measured.
-pub(super) const INTERVAL: Duration = Duration::from_millis(20);
+const INTERVAL: Duration = Duration::from_millis(20);
 
 /// One worker's sampler; lives on the worker's thread.
 #[derive(Default)]
 pub(super) struct CpuWait {
-    /// This thread's `schedstat`, opened on first use (`None` inside once
-    /// it could not be opened).
-    file: RefCell<Option<Option<File>>>,
+    /// This thread's `schedstat`, opened on first use (`None` if it could
+    /// not be opened).
+    file: OnceCell<Option<File>>,
     /// When the last sample was taken, and the thread's `run_delay` then.
     last: Cell<Option<(Instant, u64)>>,
 }
@@ -49,8 +49,7 @@ impl CpuWait {
     #[cfg(not(miri))]
     fn read(&self) -> Option<u64> {
         use std::os::unix::fs::FileExt;
-        let mut slot = self.file.borrow_mut();
-        let file = slot.get_or_insert_with(|| File::open("/proc/thread-self/schedstat").ok()).as_ref()?;
+        let file = self.file.get_or_init(|| File::open("/proc/thread-self/schedstat").ok()).as_ref()?;
         let mut buf = [0u8; 96];
         let n = file.read_at(&mut buf, 0).ok()?;
         run_delay(std::str::from_utf8(&buf[..n]).ok()?)

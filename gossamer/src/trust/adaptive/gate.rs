@@ -827,7 +827,8 @@ impl Gate {
     /// ([`starved`]), or a delegate window that has lasted long while the
     /// trustee served fewer requests per second than the lock ran, means
     /// the trustee's thread is not running often enough (a busy or
-    /// oversubscribed machine): back to the lock. The trial counts as lost when the lock is free to take (its rate is
+    /// oversubscribed machine): back to the lock. The trial counts as lost
+    /// when the lock is free to take (its rate is
     /// recorded, so the next one waits its turn); while the lock is biased
     /// towards the trustee only the mode switches, and the next contended
     /// lock window judges against the last delegate window that closed

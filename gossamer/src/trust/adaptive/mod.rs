@@ -77,9 +77,9 @@
 //!    counts as a lost trial. A trustee whose thread waits for a CPU a
 //!    fifth of the time or more (each worker measures it, see
 //!    `runtime::worker::cpu_wait`) starts no trial, and its delegating
-//!    properties go back to the lock at a caller's next check. The decisions are made by
-//!    whoever holds the lock when a window closes, so they need no more
-//!    synchronisation than the lock.
+//!    properties go back to the lock at a caller's next check. The
+//!    decisions are made by whoever holds the lock when a window closes,
+//!    so they need no more synchronisation than the lock.
 //! 4. **Per thread and trustee.** A thread that finds a trustee falling
 //!    behind (either finding above) avoids it for a stretch of calls that
 //!    doubles with each finding in a row: it runs its calls to that
