@@ -371,6 +371,16 @@ fn stress() {
     }
     let (ok, bad) = checkers.iter().map(|c| c.apply_with(|s, ()| *s, ())).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     assert_eq!((ok, bad), (2 * THREADS as u64 * EACH, 0), "records arrived intact, each once");
+    // Large `Vec<u8>` payloads to this process's thread, from the threads
+    // of other hosts that send to this process, landed beside the region
+    // (by active messages) and were taken from there; by puts, none did.
+    let (kept, taken) = gossamer::rack::detached_payloads();
+    println!("DETACHED kept {kept} taken {taken}");
+    if std::env::var("GOSSAMER_UCX_PATH").as_deref() == Ok("put") {
+        assert_eq!((kept, taken), (0, 0), "nothing is kept beside the region by puts");
+    } else {
+        assert!(taken > 0, "large payloads to this thread were taken from beside the region");
+    }
     println!("SCENARIO stress ok: {ok} checksummed records");
 }
 

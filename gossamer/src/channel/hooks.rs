@@ -1,9 +1,11 @@
 //! What the channel asks of the scheduler above it while it encodes and
 //! decodes messages: which fiber is running, entering delegated context
 //! for the user's serialization code, and where a panic of a value's `Drop`
-//! is reported. The channel knows nothing of the runtime; the runtime
-//! installs these once, when it starts its first worker. Until then (the
-//! channel's own unit tests) every thread counts as outside any runtime.
+//! is reported; and of the fabric, which payloads from another host landed
+//! beside the region instead of in it. The channel knows nothing of the
+//! runtime or the fabric; the runtime installs these once, when it starts
+//! its first worker. Until then (the channel's own unit tests) every thread
+//! counts as outside any runtime, and every payload lies in the region.
 
 use std::any::Any;
 use std::sync::OnceLock;
@@ -22,7 +24,14 @@ pub(crate) struct Hooks {
     pub(crate) leave_delegated: fn(bool),
     /// Reports a panic that reached no caller.
     pub(crate) report_panic: fn(&'static str, Box<dyn Any + Send>),
+    /// The payload the fabric kept beside the region for the bytes at an
+    /// address of the region and a length, if it kept one (see
+    /// `fabric::landed::take`).
+    pub(crate) take_landed: TakeLanded,
 }
+
+/// See [`Hooks::take_landed`].
+pub(crate) type TakeLanded = fn(usize, usize) -> Result<Option<Vec<u8>>, &'static str>;
 
 static HOOKS: OnceLock<Hooks> = OnceLock::new();
 
@@ -49,6 +58,17 @@ pub(crate) fn report_panic(what: &'static str, p: Box<dyn Any + Send>) {
     match HOOKS.get() {
         Some(h) => (h.report_panic)(what, p),
         None => crate::error::drop_payload(p),
+    }
+}
+
+/// The payload that landed beside the region for the `len` bytes at
+/// address `at` of the region, if one did (it is then the reader's, and
+/// the region does not hold those bytes), or why those bytes cannot be
+/// read. Outside the runtime, `None`: the region holds every payload.
+pub(crate) fn take_landed(at: usize, len: usize) -> Result<Option<Vec<u8>>, &'static str> {
+    match HOOKS.get() {
+        Some(h) => (h.take_landed)(at, len),
+        None => Ok(None),
     }
 }
 

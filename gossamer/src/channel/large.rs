@@ -72,13 +72,14 @@ pub(crate) unsafe fn append_shim(_prop: *mut u8, env: *mut u8, out: &mut Respond
         take_env::<(u64, u64)>(env as *const Word, out)
             .and_then(|e| tail_bytes((env as *const Word).add(2), out).map(|b| (e, b)))
     };
-    let ((offset, total), bytes) = match decoded {
+    let ((offset, total), tail) = match decoded {
         Ok(d) => d,
         Err(m) => return out.put_any::<()>(Err(Box::new(m))),
     };
     let Some(client) = out.remote().map(|f| f.client) else {
         return out.put_any::<()>(Err(Box::new("gossamer: a chunk from this process".to_string())));
     };
+    let bytes = tail.bytes();
     let r = ASSEMBLY.with(|a| {
         let mut a = a.borrow_mut();
         let buf = a.entry(client).or_default();

@@ -26,6 +26,7 @@ use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr;
 use std::thread;
 
+use super::remote::Tail;
 use super::slot::{BatchReader, BatchWriter, Word};
 
 /// What the trustee calls for one request: `prop` and the environment at
@@ -292,7 +293,9 @@ pub(crate) const MAX_INLINE_TAIL: usize = 32;
 pub(crate) const MAX_FAR_INLINE_TAIL: usize = 128;
 
 /// The bytes of the tail (serialized argument) at `tail`, which follows a
-/// remote record's environment.
+/// remote record's environment: borrowed from the record, the bulk area or
+/// the assembly buffer, or owned when the argument landed beside the
+/// region (see `fabric::landed`).
 ///
 /// Its length word and offset come from the client's process: the tail is
 /// refused (an error naming the client) unless its length word lies inside
@@ -303,7 +306,7 @@ pub(crate) const MAX_FAR_INLINE_TAIL: usize = 128;
 /// # Safety
 /// `tail` must point where a tail written by `enqueue_remote` starts, in a
 /// request being served by [`dispatch_remote`] through `out`.
-pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> Result<&'b [u8], String> {
+pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> Result<Tail<'b>, String> {
     let Some(far) = out.remote() else {
         return Err("gossamer: a request with a serialized argument from this process".into());
     };
@@ -318,7 +321,9 @@ pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> R
     let Ok(len) = usize::try_from(len) else { return refuse("its argument's length is out of range") };
     if w & super::large::TAIL_ASSEMBLED != 0 {
         // SAFETY: used only within this request, per `assembled`.
-        return unsafe { super::large::assembled(far.client, len) }.map_err(|why| malformed(far.client, why));
+        return unsafe { super::large::assembled(far.client, len) }
+            .map(Tail::Borrowed)
+            .map_err(|why| malformed(far.client, why));
     }
     if w & TAIL_IN_BULK != 0 {
         if room < 2 {
@@ -328,10 +333,15 @@ pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> R
         let at = unsafe { (*tail.add(1)).assume_init() };
         match usize::try_from(at).ok().and_then(|at| at.checked_add(len).map(|end| (at, end))) {
             Some((at, end)) if end <= far.bulk_bytes && !far.req_bulk.is_null() => {
-                // SAFETY: `at..end` lies inside the pair's request bulk
-                // area (checked above), which the client wrote before it
-                // published the batch and leaves alone until answered.
-                Ok(unsafe { std::slice::from_raw_parts(far.req_bulk.add(at), len) })
+                match super::hooks::take_landed(far.req_bulk as usize + at, len) {
+                    Ok(Some(bytes)) => Ok(Tail::Owned(bytes)),
+                    // SAFETY: `at..end` lies inside the pair's request bulk
+                    // area (checked above), which the client wrote before
+                    // it published the batch and leaves alone until
+                    // answered.
+                    Ok(None) => Ok(Tail::Borrowed(unsafe { std::slice::from_raw_parts(far.req_bulk.add(at), len) })),
+                    Err(why) => refuse(&format!("its argument {why}")),
+                }
             }
             _ => refuse("its argument lies past the bulk area"),
         }
@@ -340,7 +350,7 @@ pub(crate) unsafe fn tail_bytes<'b>(tail: *const Word, out: &Responder<'_>) -> R
     } else {
         // SAFETY: the `len` bytes after the length word lie inside the
         // record (checked above), initialised by the client.
-        Ok(unsafe { super::remote::bytes_at(tail.add(1), len) })
+        Ok(Tail::Borrowed(unsafe { super::remote::bytes_at(tail.add(1), len) }))
     }
 }
 
@@ -634,7 +644,7 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned + 'stat
     bulk_bytes: usize,
     trustee: usize,
 ) -> thread::Result<U> {
-    use super::remote::{byte_words, bytes_at, try_deserialize};
+    use super::remote::{byte_words, bytes_at, try_deserialize, try_deserialize_tail};
     let fail = |m: String| -> Box<dyn std::any::Any + Send> { Box::new(m) };
     let refuse = |why: &str| -> thread::Result<U> {
         Err(fail(format!("gossamer: a malformed response from thread {trustee} (another process) was refused: {why}")))
@@ -662,13 +672,21 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned + 'stat
     // The bytes of an inline answer: inside the record.
     // SAFETY: `2 + byte_words(len)` words lie inside the record (checked).
     let inline = || (byte_words(len) <= words - 2).then(|| unsafe { bytes_at(rec.add(2), len) });
-    // The bytes of a bulk answer: inside the bulk area.
-    let in_bulk = || {
+    // The bytes of a bulk answer: inside the bulk area, or beside the
+    // region when they landed there (see `fabric::landed`).
+    let in_bulk = || -> Result<Tail<'_>, &'static str> {
+        const PAST: &str = "lies past the bulk area";
         // SAFETY: the record has three words (checked above for these tags).
-        let at = usize::try_from(unsafe { (*rec.add(2)).assume_init() }).ok()?;
-        let end = at.checked_add(len)?;
-        // SAFETY: `at..end` lies inside the pair's response bulk area.
-        (end <= bulk_bytes && !bulk.is_null()).then(|| unsafe { std::slice::from_raw_parts(bulk.add(at), len) })
+        let at = usize::try_from(unsafe { (*rec.add(2)).assume_init() }).map_err(|_| PAST)?;
+        let end = at.checked_add(len).ok_or(PAST)?;
+        if end > bulk_bytes || bulk.is_null() {
+            return Err(PAST);
+        }
+        match super::hooks::take_landed(bulk as usize + at, len)? {
+            Some(bytes) => Ok(Tail::Owned(bytes)),
+            // SAFETY: `at..end` lies inside the pair's response bulk area.
+            None => Ok(Tail::Borrowed(unsafe { std::slice::from_raw_parts(bulk.add(at), len) })),
+        }
     };
     match tag {
         TAG_RELAYED => Err(Box::new(Relayed(len as u64))),
@@ -677,16 +695,16 @@ pub(crate) unsafe fn take_remote_response<U: serde::de::DeserializeOwned + 'stat
             None => refuse("its result runs past the record"),
         },
         TAG_SER_BULK => match in_bulk() {
-            Some(b) => try_deserialize(b).map_err(undecodable),
-            None => refuse("its result lies past the bulk area"),
+            Ok(t) => try_deserialize_tail(t).map_err(undecodable),
+            Err(why) => refuse(&format!("its result {why}")),
         },
         TAG_PANIC_MSG => match inline() {
             Some(b) => Err(Box::new(String::from_utf8_lossy(b).into_owned())),
             None => refuse("its panic message runs past the record"),
         },
         TAG_PANIC_MSG_BULK => match in_bulk() {
-            Some(b) => Err(Box::new(String::from_utf8_lossy(b).into_owned())),
-            None => refuse("its panic message lies past the bulk area"),
+            Ok(t) => Err(Box::new(String::from_utf8_lossy(t.bytes()).into_owned())),
+            Err(why) => refuse(&format!("its panic message {why}")),
         },
         TAG_LARGE if len > isize::MAX as usize => refuse("its result's length is out of range"),
         TAG_LARGE => {
@@ -945,7 +963,8 @@ mod malformed_tests {
                 out.record_end = unsafe { rec.as_ptr().add(room) };
                 // SAFETY: a tail at the start of the record, as dispatched.
                 match unsafe { tail_bytes(rec.as_ptr(), out) } {
-                    Ok(b) => {
+                    Ok(t) => {
+                        let b = t.bytes();
                         let ok = inside(b, rec.as_ptr() as usize + 8, room.saturating_sub(1) * 8)
                             || inside(b, bulk.as_ptr() as usize, BULK);
                         Ok((ok, b.iter().map(|&x| x as u64).sum::<u64>()))

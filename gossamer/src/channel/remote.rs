@@ -129,10 +129,6 @@ fn plain_bytes<V: Any>(v: &V) -> Option<&[u8]> {
 /// through an `Option` seen as `dyn Any`: no box, so the only allocation is
 /// the value's own buffer.
 fn from_plain_bytes<V: Any>(bytes: &[u8]) -> Option<Result<V, String>> {
-    fn hand_over<T: Any, V: Any>(t: T) -> Option<Result<V, String>> {
-        let mut slot = Some(t);
-        (&mut slot as &mut dyn Any).downcast_mut::<Option<V>>().and_then(Option::take).map(Ok)
-    }
     let t = TypeId::of::<V>();
     if t == TypeId::of::<Vec<u8>>() {
         hand_over(bytes.to_vec())
@@ -151,6 +147,34 @@ fn from_plain_bytes<V: Any>(bytes: &[u8]) -> Option<Result<V, String>> {
     } else {
         None
     }
+}
+
+/// `t` as a `V`, when `V` is `T`: through an `Option` seen as `dyn Any`, no
+/// box.
+fn hand_over<T: Any, V: Any>(t: T) -> Option<Result<V, String>> {
+    let mut slot = Some(t);
+    (&mut slot as &mut dyn Any).downcast_mut::<Option<V>>().and_then(Option::take).map(Ok)
+}
+
+/// As [`from_plain_bytes`], from bytes the receiver owns (a payload that
+/// landed beside the region, see `fabric::landed`): a `Vec<u8>` is the buffer
+/// itself, a `Box<[u8]>` or a `String` reuse it; other types give the
+/// bytes back.
+fn from_owned_bytes<V: Any>(bytes: Vec<u8>) -> Result<Result<V, String>, Vec<u8>> {
+    let t = TypeId::of::<V>();
+    let v = if t == TypeId::of::<Vec<u8>>() {
+        hand_over(bytes)
+    } else if t == TypeId::of::<Box<[u8]>>() {
+        hand_over(bytes.into_boxed_slice())
+    } else if t == TypeId::of::<String>() {
+        match String::from_utf8(bytes) {
+            Ok(s) => hand_over(s),
+            Err(e) => Some(Err(format!("gossamer: malformed string from another process: {}", e.utf8_error()))),
+        }
+    } else {
+        return Err(bytes);
+    };
+    Ok(v.expect("gossamer: the type was checked"))
 }
 
 /// Serializes `v` into the thread's scratch buffer, framed for another
@@ -219,7 +243,9 @@ pub(crate) fn try_with_serialized<V: Serialize + 'static, R>(v: &V, f: impl FnOn
 /// The bytes a request carries to another process after its record (its
 /// *tail*): borrowed (a serialized value, copied when the request is
 /// queued) or owned (a `Vec<u8>` argument, which is its own bytes and is
-/// queued as it is, without a copy).
+/// queued as it is, without a copy). Read at the receiver, a tail or a
+/// result is borrowed from the region, or owned when it landed beside it
+/// (see `fabric::landed`).
 pub(crate) enum Tail<'a> {
     Borrowed(&'a [u8]),
     Owned(Vec<u8>),
@@ -288,6 +314,16 @@ pub(crate) fn try_deserialize<V: DeserializeOwned + 'static>(bytes: &[u8]) -> Re
             "gossamer: deserializing a value from another process panicked: {}",
             crate::error::panic_message(&*p)
         )),
+    }
+}
+
+/// Deserializes a value from the tail it came in: as [`try_deserialize`],
+/// except that a byte vector that owns its bytes already (a payload that
+/// landed beside the region) becomes the value without a copy.
+pub(crate) fn try_deserialize_tail<V: DeserializeOwned + 'static>(tail: Tail<'_>) -> Result<V, String> {
+    match tail {
+        Tail::Borrowed(b) => try_deserialize(b),
+        Tail::Owned(bytes) => from_owned_bytes(bytes).unwrap_or_else(|bytes| try_deserialize(&bytes)),
     }
 }
 
@@ -544,6 +580,27 @@ mod tests {
         let framed = with_serialized(&vec![1u16, 2], <[u8]>::to_vec);
         assert_ne!(framed, [1, 0, 2, 0]);
         assert_eq!(deserialize::<Vec<u16>>(&framed), [1, 2]);
+    }
+
+    #[test]
+    fn an_owned_tail_becomes_a_byte_value_without_a_copy() {
+        let v: Vec<u8> = (0..=255u8).cycle().take(20_000).collect();
+        let at = v.as_ptr();
+        let back: Vec<u8> = try_deserialize_tail(Tail::Owned(v.clone())).unwrap();
+        assert_eq!(back, v);
+        let back: Vec<u8> = try_deserialize_tail(Tail::Owned(v)).unwrap();
+        assert_eq!(back.as_ptr(), at, "the same buffer");
+        let s = String::from("grüße, 世界");
+        assert_eq!(try_deserialize_tail::<String>(Tail::Owned(s.clone().into_bytes())).unwrap(), s);
+        let e = try_deserialize_tail::<String>(Tail::Owned(vec![0xff, 0xfe])).unwrap_err();
+        assert!(e.contains("malformed string"), "{e}");
+        let b: Box<[u8]> = try_deserialize_tail(Tail::Owned(vec![9u8; 77])).unwrap();
+        assert_eq!(&b[..], &[9u8; 77][..]);
+        // Other types are decoded from the owned bytes as from borrowed ones.
+        let framed = with_serialized(&(7u32, String::from("x")), <[u8]>::to_vec);
+        assert_eq!(try_deserialize_tail::<(u32, String)>(Tail::Owned(framed.clone())).unwrap(), (7, "x".into()));
+        assert_eq!(try_deserialize_tail::<(u32, String)>(Tail::Borrowed(&framed)).unwrap(), (7, "x".into()));
+        assert!(try_deserialize_tail::<(u32, String)>(Tail::Owned(vec![1])).is_err());
     }
 
     #[cfg(not(miri))]

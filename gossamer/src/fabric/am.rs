@@ -4,11 +4,16 @@
 //! inside a progress of the target's receiver worker.
 //!
 //! Header: the count of pieces, then each piece's offset in the target
-//! host's region and its length, all little-endian `u64`s. The data is the
-//! pieces' bytes, one after the other.
+//! host's region and its length, all little-endian `u64`s; the top bit of
+//! a length marks a *detached* piece, a whole payload that the target
+//! keeps in a buffer of its own beside the region instead of copying it
+//! there (`fabric::landed`: the reader then takes the buffer itself,
+//! which saves the receiver one copy of each large payload). The data is
+//! the pieces' bytes, one after the other.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::landed;
 use super::{Piece, MAX_PIECES};
 
 /// The active message that carries a send ([`land`]).
@@ -18,6 +23,13 @@ pub(crate) const AM_LAND: u32 = 7;
 /// piece's offset in the region and length (little-endian `u64`s).
 pub(crate) const AM_HEADER_MAX: usize = 8 + 16 * MAX_PIECES;
 
+/// The bit of a piece's length word that marks it detached.
+const DETACHED: u64 = 1 << 63;
+
+/// A piece the header names: its offset in the region, its length, and
+/// whether it is detached.
+type Named = (usize, usize, bool);
+
 /// The header of a send of `pieces`, and how many of its bytes are used.
 pub(crate) fn header(pieces: &[Piece]) -> ([u8; AM_HEADER_MAX], usize) {
     debug_assert!(!pieces.is_empty() && pieces.len() <= MAX_PIECES);
@@ -25,7 +37,8 @@ pub(crate) fn header(pieces: &[Piece]) -> ([u8; AM_HEADER_MAX], usize) {
     h[..8].copy_from_slice(&(pieces.len() as u64).to_le_bytes());
     for (i, p) in pieces.iter().enumerate() {
         h[8 + 16 * i..16 + 16 * i].copy_from_slice(&(p.offset as u64).to_le_bytes());
-        h[16 + 16 * i..24 + 16 * i].copy_from_slice(&(p.len as u64).to_le_bytes());
+        let len = p.len as u64 | if p.detached { DETACHED } else { 0 };
+        h[16 + 16 * i..24 + 16 * i].copy_from_slice(&len.to_le_bytes());
     }
     (h, 8 + 16 * pieces.len())
 }
@@ -35,7 +48,10 @@ pub(crate) fn header(pieces: &[Piece]) -> ([u8; AM_HEADER_MAX], usize) {
 /// header, in order. The message comes from a process of this program (its
 /// peers are authenticated before any endpoint is made), but is checked
 /// all the same: a header that does not describe the data, or a piece
-/// outside the region, is refused whole and logged.
+/// outside the region, is refused whole and logged. A detached piece is
+/// kept beside the region, under its address there (see
+/// `fabric::landed`); every other piece replaces what was kept over its
+/// range.
 ///
 /// # Safety
 /// `base..base + len` must be memory mapped for the life of the process
@@ -47,9 +63,12 @@ pub(crate) unsafe fn land(base: usize, len: usize, header: &[u8], data: Option<&
             let data = data.unwrap_or_default();
             let count = pieces.iter().flatten().count();
             let mut at = 0;
-            for (i, (offset, n)) in pieces.into_iter().flatten().enumerate() {
+            for (i, (offset, n, detached)) in pieces.into_iter().flatten().enumerate() {
                 let dst = (base + offset) as *mut u8;
-                if i + 1 < count {
+                if detached {
+                    landed::keep(base + offset, data[at..at + n].to_vec());
+                } else if i + 1 < count {
+                    landed::forget(base + offset, n);
                     // SAFETY: `offset..offset + n` lies in the region
                     // (checked by `pieces_of`), which is the caller's to
                     // write. A piece before the last (a pair's bulk area)
@@ -58,6 +77,7 @@ pub(crate) unsafe fn land(base: usize, len: usize, header: &[u8], data: Option<&
                     // sender these bytes until the reader answers.
                     unsafe { std::ptr::copy_nonoverlapping(data[at..].as_ptr(), dst, n) };
                 } else {
+                    landed::forget(base + offset, n);
                     // SAFETY: in the region, as above; the last piece (a
                     // landing slot) may be read while it is written, and
                     // its readers take it only when its checksum matches.
@@ -72,7 +92,7 @@ pub(crate) unsafe fn land(base: usize, len: usize, header: &[u8], data: Option<&
 
 /// The pieces (offset, length) an active message's header names, checked
 /// against the data and a region of `len` bytes.
-fn pieces_of(len: usize, header: &[u8], data: Option<&[u8]>) -> Result<[Option<(usize, usize)>; MAX_PIECES], String> {
+fn pieces_of(len: usize, header: &[u8], data: Option<&[u8]>) -> Result<[Option<Named>; MAX_PIECES], String> {
     let data = data.ok_or("it came by rendezvous, not eagerly")?;
     let word = |i: usize| u64::from_le_bytes(header[8 * i..8 * i + 8].try_into().expect("8 bytes"));
     if header.len() < 8 || header.len() % 8 != 0 {
@@ -84,14 +104,20 @@ fn pieces_of(len: usize, header: &[u8], data: Option<&[u8]>) -> Result<[Option<(
     }
     let mut out = [None; MAX_PIECES];
     let mut total = 0usize;
-    for (i, o) in out.iter_mut().enumerate().take(n as usize) {
+    let count = n as usize;
+    for (i, o) in out.iter_mut().enumerate().take(count) {
         let (offset, n) = (word(1 + 2 * i), word(2 + 2 * i));
+        let detached = n & DETACHED != 0;
+        let n = n & !DETACHED;
+        if detached && i + 1 == count {
+            return Err("a detached slot".into());
+        }
         let end = offset.checked_add(n).filter(|&e| e <= len as u64);
         if end.is_none() {
             return Err(format!("a piece of {n} bytes at {offset}, past the region's {len}"));
         }
         total = total.checked_add(n as usize).ok_or("pieces too long")?;
-        *o = Some((offset as usize, n as usize));
+        *o = Some((offset as usize, n as usize, detached));
     }
     if total != data.len() {
         return Err(format!("pieces of {total} bytes in all with {} bytes of data", data.len()));
@@ -125,14 +151,15 @@ mod tests {
     use super::*;
 
     fn piece(offset: usize, len: usize) -> Piece {
-        Piece { src: std::ptr::null(), len, offset }
+        Piece { src: std::ptr::null(), len, offset, detached: false }
     }
 
     #[test]
     fn a_header_names_its_pieces() {
         let (h, n) = header(&[piece(64, 24), piece(4096, 8)]);
         assert_eq!(n, 40);
-        let named = |r: [Option<(usize, usize)>; MAX_PIECES]| r.into_iter().flatten().collect::<Vec<_>>();
+        let named =
+            |r: [Option<Named>; MAX_PIECES]| r.into_iter().flatten().map(|(o, n, _)| (o, n)).collect::<Vec<_>>();
         assert_eq!(pieces_of(8192, &h[..n], Some(&[0; 32])).map(named), Ok(vec![(64, 24), (4096, 8)]));
         let (h, n) = header(&[piece(0, 0)]);
         assert_eq!(pieces_of(8, &h[..n], Some(&[])).map(named), Ok(vec![(0, 0)]));
@@ -184,6 +211,33 @@ mod tests {
         assert_eq!(region[2], 0);
     }
 
+    #[test]
+    fn a_detached_piece_is_kept_beside_the_region() {
+        let mut region = vec![0u64; 64];
+        let base = region.as_mut_ptr() as usize;
+        let data: Vec<u8> = (1..=40).collect();
+        let payload = Piece { detached: true, ..piece(64, 32) };
+        let (h, n) = header(&[payload, piece(256, 8)]);
+        let named = pieces_of(512, &h[..n], Some(&data)).unwrap();
+        assert_eq!(named[..2], [Some((64, 32, true)), Some((256, 8, false))]);
+        // SAFETY: `region` is 512 bytes, not borrowed during the call.
+        unsafe { land(base, 512, &h[..n], Some(&data)) };
+        assert!(region[8..12].iter().all(|&w| w == 0), "not written into the region");
+        assert_eq!(region[32].to_ne_bytes()[..], data[32..]);
+        assert_eq!(landed::take(base + 64, 32), Ok(Some(data[..32].to_vec())));
+        // Kept, then replaced by bytes landing in the region over it.
+        // SAFETY: as above.
+        unsafe { land(base, 512, &h[..n], Some(&data)) };
+        let (h2, n2) = header(&[piece(64, 8), piece(256, 8)]);
+        // SAFETY: as above.
+        unsafe { land(base, 512, &h2[..n2], Some(&[3; 16])) };
+        assert_eq!(landed::take(base + 64, 32), Ok(None));
+        assert_eq!(region[8], u64::from_ne_bytes([3; 8]));
+        // A slot (the last piece) cannot be detached.
+        let (h3, n3) = header(&[Piece { detached: true, ..piece(0, 8) }]);
+        assert!(pieces_of(512, &h3[..n3], Some(&[0; 8])).unwrap_err().contains("detached slot"));
+    }
+
     #[cfg(not(miri))]
     proptest::proptest! {
         /// Any header and data: no panic, and what is accepted lies in the
@@ -204,7 +258,7 @@ mod tests {
             }
             if let Ok(ps) = pieces_of(len, &h, Some(&data)) {
                 let mut total = 0;
-                for (o, n) in ps.into_iter().flatten() {
+                for (o, n, _) in ps.into_iter().flatten() {
                     proptest::prop_assert!(o + n <= len);
                     total += n;
                 }

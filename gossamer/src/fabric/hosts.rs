@@ -10,6 +10,11 @@
 //! that process's mapping of `h`'s region, which every process of `h` sees.
 //! It goes by one-sided puts where UCX may use RDMA, else as one active
 //! message that the target writes into its region (`am.rs`); see [`Path`].
+//! An active message gathers large payloads from their senders' own
+//! buffers, and the target keeps those of 16 KiB and more (unless
+//! `GOSSAMER_FAR_DETACH` says otherwise) beside its region
+//! (`fabric::landed`), for the receiving code to take as its `Vec<u8>`:
+//! one copy at the receiver instead of two.
 //!
 //! Over TCP, UCX carries a put, and an active message, as messages that the
 //! target writes into its memory when its receiver worker progresses.
@@ -156,6 +161,7 @@ impl LocalEnd {
         let path = Path::wanted()?;
         tracing::debug!("sends to other hosts go by {path:?}");
         super::pipeline_bytes()?;
+        super::detach_bytes()?;
         let info = PeerInfo {
             base: mem.base(),
             len: mem.len() as u64,
@@ -370,13 +376,20 @@ struct AmMessage {
 }
 
 impl UcxThread {
+    /// The rank of the process of `host` that this thread sends to: the
+    /// same one for all of its sends there, spread over the host's
+    /// processes by thread.
+    fn lander(&self, host: usize) -> usize {
+        let ranks = &self.common.host_ranks[host];
+        ranks[self.index % ranks.len()]
+    }
+
     fn route(&mut self, host: usize) -> Result<&Route, String> {
         if self.eps[host].is_none() {
             if host == self.common.my_host {
                 return Err("a put to our own host".into());
             }
-            let ranks = &self.common.host_ranks[host];
-            let p = ranks[self.index % ranks.len()];
+            let p = self.lander(host);
             let peer = &self.common.peers[p];
             let ep = self.worker.connect(&peer.address).map_err(text)?;
             let rkey = ep.unpack_rkey(&self.worker, &peer.rkey, peer.base, peer.len as usize).map_err(text)?;
@@ -485,5 +498,9 @@ impl ThreadFabric for UcxThread {
 
     fn gathers(&self) -> bool {
         self.common.path == Path::Am
+    }
+
+    fn lands_in(&self, host: usize) -> Option<usize> {
+        (self.common.path == Path::Am).then(|| self.lander(host))
     }
 }

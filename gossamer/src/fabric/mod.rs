@@ -11,6 +11,7 @@
 
 mod am;
 pub(crate) mod hosts;
+pub(crate) mod landed;
 pub(crate) mod shm;
 pub(crate) mod ucx;
 
@@ -48,6 +49,10 @@ pub(crate) struct Piece {
     pub(crate) src: *const u8,
     pub(crate) len: usize,
     pub(crate) offset: usize,
+    /// A whole payload sent from its own buffer, which a fabric of active
+    /// messages may keep beside the target's region instead of writing it
+    /// there (see `fabric::landed`); puts ignore it.
+    pub(crate) detached: bool,
 }
 
 /// The most pieces one [`ThreadFabric::send`] takes: a pair's bulk area,
@@ -60,6 +65,14 @@ pub(crate) const MAX_PIECES: usize = 2 * MAX_GATHERED + 2;
 /// into the staging bulk area.
 pub(crate) const MAX_GATHERED: usize = 16;
 
+/// Payloads sent from their own buffers of at least
+/// `GOSSAMER_FAR_DETACH` bytes (default 16384; `off`: none) go *detached*
+/// ([`Piece::detached`]): a fabric of active messages keeps them beside the
+/// target's region, and the receiving code takes that buffer as its
+/// `Vec<u8>`, one copy instead of two. Below that size a copy costs about
+/// what keeping the buffer does (a lock and an allocation).
+const DETACH_ENV: &str = "GOSSAMER_FAR_DETACH";
+
 /// Where a lane between hosts sends its next batch before the one in
 /// flight is answered (see `runtime::worker::far`):
 /// `GOSSAMER_FAR_PIPELINE`, the payload bytes the batch in flight must
@@ -68,12 +81,21 @@ const PIPELINE_ENV: &str = "GOSSAMER_FAR_PIPELINE";
 
 /// The setting of [`PIPELINE_ENV`]: bytes, `usize::MAX` for `off`.
 pub(crate) fn pipeline_bytes() -> Result<usize, String> {
-    match std::env::var(PIPELINE_ENV) {
-        Err(_) => Ok(64 << 10),
+    bytes_or_off(PIPELINE_ENV, 64 << 10)
+}
+
+/// The setting of [`DETACH_ENV`]: bytes, `usize::MAX` for `off`.
+pub(crate) fn detach_bytes() -> Result<usize, String> {
+    bytes_or_off(DETACH_ENV, 16 << 10)
+}
+
+fn bytes_or_off(name: &str, default: usize) -> Result<usize, String> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
         Ok(v) => match v.trim() {
-            "" => Ok(64 << 10),
+            "" => Ok(default),
             "off" => Ok(usize::MAX),
-            n => n.parse().map_err(|_| format!("{PIPELINE_ENV}={n}: expected a number of bytes or 'off'")),
+            n => n.parse().map_err(|_| format!("{name}={n}: expected a number of bytes or 'off'")),
         },
     }
 }
@@ -99,4 +121,10 @@ pub(crate) trait ThreadFabric {
     /// the staging bulk area first. Not for one-sided puts, which would
     /// take one put per piece.
     fn gathers(&self) -> bool;
+    /// The rank of the process of host `host` that takes in this thread's
+    /// sends there, and keeps their detached pieces ([`Piece::detached`]):
+    /// only a thread of that process can take such a piece, so a piece
+    /// for a thread of another process must not go detached. `None` where
+    /// the fabric keeps no piece beside the region (one-sided puts).
+    fn lands_in(&self, host: usize) -> Option<usize>;
 }

@@ -221,6 +221,17 @@ pub fn fabric_counters() -> (u64, u64) {
     crate::runtime::context::current().and_then(|w| w.shared.fabric.as_ref().map(|f| f.counters())).unwrap_or((0, 0))
 }
 
+/// Large payloads from other hosts that this process kept beside its
+/// region, and how many of them the receiving code took there, so far: a
+/// `Vec<u8>` argument or result of 16 KiB or more, sent by active messages
+/// to a thread of the process that takes in the message, lands in a buffer
+/// of its own and becomes the receiver's value without a second copy.
+/// `(0, 0)` where the fabric uses one-sided puts, or with one host.
+#[doc(hidden)]
+pub fn detached_payloads() -> (u64, u64) {
+    crate::fabric::landed::counts()
+}
+
 /// The bytes of one host's shared region, part by part: what
 /// [`region_bytes`] returns.
 ///

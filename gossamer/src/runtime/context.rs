@@ -79,6 +79,7 @@ pub(crate) fn channel_hooks() -> crate::channel::hooks::Hooks {
             Some(w) => w.report_panic(what, p),
             None => crate::error::drop_payload(p),
         },
+        take_landed: crate::fabric::landed::take,
     }
 }
 

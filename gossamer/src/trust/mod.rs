@@ -379,7 +379,8 @@ pub(crate) unsafe fn with_shim<T: Send + 'static, V: Transferable, U: Transferab
     // An argument that does not decode is the caller's panic, not the
     // trustee's: it keeps serving.
     let r = catch_unwind(AssertUnwindSafe(|| {
-        let v: V = crate::channel::remote::deserialize(bytes.unwrap_or_else(|m| panic!("{m}")));
+        let tail = bytes.unwrap_or_else(|m| panic!("{m}"));
+        let v: V = crate::channel::remote::try_deserialize_tail(tail).unwrap_or_else(|e| panic!("{e}"));
         // SAFETY: `prop` is a live `PropertyCell<T>` of this trustee, which
         // runs one closure at a time: exclusive access.
         f(unsafe { &mut *(*cell).value.get() }, v)

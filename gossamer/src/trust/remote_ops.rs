@@ -8,7 +8,7 @@ use std::ptr;
 
 use super::strict_copy as strict;
 use crate::channel::record::{tail_bytes, take_value, value_words, Responder};
-use crate::channel::remote::{try_deserialize, try_with_serialized, with_serialized};
+use crate::channel::remote::{try_deserialize_tail, try_with_serialized, with_serialized};
 use crate::channel::slot::Word;
 use crate::channel::transfer::toward;
 use crate::runtime::context;
@@ -109,7 +109,7 @@ unsafe fn spawn_shim<A: Transferable, R: Transferable>(state: *mut u8, env: *mut
     let (f, arg): (fn(A) -> R, Result<A, String>) = unsafe {
         let f = crate::channel::remote::fn_at(take_value::<i64>(env as *const Word));
         let tail = (env as *const Word).add(value_words::<i64>());
-        (f, tail_bytes(tail, out).and_then(try_deserialize))
+        (f, tail_bytes(tail, out).and_then(try_deserialize_tail))
     };
     let state = crate::trust::SendPtr(state);
     let body = move || {
@@ -145,7 +145,8 @@ unsafe fn spawn_shim<A: Transferable, R: Transferable>(state: *mut u8, env: *mut
 /// Back on the spawning thread: completes the join handle.
 unsafe fn join_shim<R: Transferable>(state: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     // SAFETY: encoded by `spawn_shim`: an empty environment, then the result.
-    let r: Result<R, String> = unsafe { tail_bytes(env as *const Word, out) }.and_then(try_deserialize).and_then(|r| r);
+    let r: Result<R, String> =
+        unsafe { tail_bytes(env as *const Word, out) }.and_then(try_deserialize_tail).and_then(|r| r);
     let r = r.map_err(|m| Box::new(m) as Box<dyn std::any::Any + Send>);
     // SAFETY: `state` is the state `remote_pair` leaked for this fiber.
     unsafe { crate::runtime::join::finish_remote::<R>(state.cast_const().cast(), r) };
@@ -216,7 +217,8 @@ pub fn entrust_on<T: Transferable>(thread: usize, value: T) -> Trust<T> {
 unsafe fn entrust_shim<T: Transferable>(_prop: *mut u8, env: *mut u8, out: &mut Responder<'_>) {
     // SAFETY: encoded by `entrust_on`: no closure bytes, then the id and
     // the value, serialized.
-    let decoded: Result<(u64, T), String> = unsafe { tail_bytes(env as *const Word, out) }.and_then(try_deserialize);
+    let decoded: Result<(u64, T), String> =
+        unsafe { tail_bytes(env as *const Word, out) }.and_then(try_deserialize_tail);
     let (id, value) = match decoded {
         Ok(v) => v,
         Err(m) => return out.put_any::<u64>(Err(Box::new(m))),

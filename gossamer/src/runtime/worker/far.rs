@@ -28,6 +28,10 @@ use crate::fabric::{Piece, MAX_GATHERED, MAX_PIECES};
 
 use super::Worker;
 
+/// One piece of a send, as a worker names it: square, local thread, offset
+/// in the square, source, length, and whether it goes detached.
+type Part = (Square, usize, usize, *const u8, usize, bool);
+
 /// The batch slot (of every square) that batch `seq` of a lane uses.
 fn slot_of(seq: u32) -> usize {
     seq as usize % FAR_DEPTH
@@ -43,20 +47,14 @@ impl Worker {
     }
 
     /// Sends `pieces` (square, local thread, offset in the square, source,
-    /// length) to the squares of batch slot `k` of `host_thread`'s host;
-    /// the last lands after the others.
-    fn send_far(
-        &self,
-        host_thread: usize,
-        k: usize,
-        pieces: &[(Square, usize, usize, *const u8, usize)],
-        keep: Vec<Vec<u8>>,
-    ) -> crate::fabric::Ticket {
+    /// length, detached) to the squares of batch slot `k` of
+    /// `host_thread`'s host; the last lands after the others.
+    fn send_far(&self, host_thread: usize, k: usize, pieces: &[Part], keep: Vec<Vec<u8>>) -> crate::fabric::Ticket {
         let host = self.shared.placement.host_of(host_thread);
-        let mut out = [Piece { src: std::ptr::null(), len: 0, offset: 0 }; MAX_PIECES];
-        for (o, &(square, local, at, src, len)) in out.iter_mut().zip(pieces) {
+        let mut out = [Piece { src: std::ptr::null(), len: 0, offset: 0, detached: false }; MAX_PIECES];
+        for (o, &(square, local, at, src, len, detached)) in out.iter_mut().zip(pieces) {
             let offset = Region::square_offset(&self.shared.shapes[host], square, host_thread, local, k) + at;
-            *o = Piece { src, len, offset };
+            *o = Piece { src, len, offset, detached };
         }
         let mut f = self.fabric.borrow_mut();
         let f = f.as_mut().expect("gossamer: a thread on another host but no fabric");
@@ -75,38 +73,51 @@ impl Worker {
         self.fabric.borrow().as_ref().is_some_and(|f| f.gathers())
     }
 
+    /// Whether payloads for thread `t` (on another host) may go detached:
+    /// the process of its host that takes in our sends is `t`'s own, the
+    /// only one that can hand a payload kept beside the region to `t`.
+    fn detaches_to(&self, t: usize) -> bool {
+        let host = self.shared.placement.host_of(t);
+        let lands_in = self.fabric.borrow().as_ref().and_then(|f| f.lands_in(host));
+        lands_in.is_some() && lands_in == self.shared.placement.rank_of(t)
+    }
+
     /// The pieces of a send of a batch: the bulk area (`bulk_used` bytes
     /// from `bulk`, to `square` there), as the staging area's runs between
     /// the payloads sent from their own buffers (`gathered`: offset in the
     /// bulk area, bytes; the padding after each is not sent), then the slot
     /// (`range` of the staging slot at `src`, to its square there). Also
-    /// how many pieces, and the buffers the send must keep.
-    #[allow(clippy::type_complexity)]
+    /// how many pieces, and the buffers the send must keep. With `detach`,
+    /// a gathered payload of `GOSSAMER_FAR_DETACH` bytes or more goes
+    /// detached (see `fabric::detach_bytes`): it is
+    /// a whole argument or result, which the target may keep in a buffer
+    /// of its own (see `fabric::landed`).
     fn pieces(
         &self,
+        detach: bool,
         square: Square,
         bulk: *mut u8,
         bulk_used: usize,
         gathered: Vec<(usize, Vec<u8>)>,
         (slot_square, src, range): (Square, *const u8, std::ops::Range<usize>),
-    ) -> ([(Square, usize, usize, *const u8, usize); MAX_PIECES], usize, Vec<Vec<u8>>) {
+    ) -> ([Part; MAX_PIECES], usize, Vec<Vec<u8>>) {
         let me = self.index;
-        let mut pieces = [(square, me, 0, std::ptr::null(), 0); MAX_PIECES];
+        let mut pieces = [(square, me, 0, std::ptr::null(), 0, false); MAX_PIECES];
         let mut n = 0;
-        let mut run = |pieces: &mut [_; MAX_PIECES], at: usize, src: *const u8, len: usize| {
+        let mut run = |pieces: &mut [_; MAX_PIECES], at: usize, src: *const u8, len: usize, detached: bool| {
             if len > 0 {
-                pieces[n] = (square, me, at, src, len);
+                pieces[n] = (square, me, at, src, len, detached);
                 n += 1;
             }
         };
         let mut at = 0;
         for (offset, bytes) in &gathered {
-            run(&mut pieces, at, bulk.cast_const().wrapping_add(at), offset - at);
-            run(&mut pieces, *offset, bytes.as_ptr(), bytes.len());
+            run(&mut pieces, at, bulk.cast_const().wrapping_add(at), offset - at, false);
+            run(&mut pieces, *offset, bytes.as_ptr(), bytes.len(), detach && bytes.len() >= self.far_detach);
             at = (offset + bytes.len()).next_multiple_of(8).min(bulk_used);
         }
-        run(&mut pieces, at, bulk.cast_const().wrapping_add(at), bulk_used - at);
-        pieces[n] = (slot_square, me, range.start, src.wrapping_add(range.start), range.len());
+        run(&mut pieces, at, bulk.cast_const().wrapping_add(at), bulk_used - at, false);
+        pieces[n] = (slot_square, me, range.start, src.wrapping_add(range.start), range.len(), false);
         (pieces, n + 1, gathered.into_iter().map(|(_, bytes)| bytes).collect())
     }
 
@@ -159,7 +170,8 @@ impl Worker {
         lane.in_flight += count;
         lane.far.push_back((count, bulk_used));
         let slot = (Square::RequestLanding, staging.as_ptr(), range);
-        let (pieces, n, keep) = self.pieces(Square::RequestBulkLanding, bulk, bulk_used, gathered, slot);
+        let (pieces, n, keep) =
+            self.pieces(self.detaches_to(t), Square::RequestBulkLanding, bulk, bulk_used, gathered, slot);
         lane.puts[k] = Some(self.send_far(t, k, &pieces[..n], keep));
         true
     }
@@ -245,7 +257,8 @@ impl Worker {
         self.codes[c].set(cache);
         self.served[c].set(seq);
         let slot = (Square::ResponseLanding, staging.as_ptr(), range);
-        let (pieces, n, keep) = self.pieces(Square::ResponseBulkLanding, resp_bulk, bulk_used, gathered, slot);
+        let (pieces, n, keep) =
+            self.pieces(self.detaches_to(c), Square::ResponseBulkLanding, resp_bulk, bulk_used, gathered, slot);
         put.set(Some(self.send_far(c, k, &pieces[..n], keep)));
         true
     }

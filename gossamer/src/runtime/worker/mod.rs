@@ -71,6 +71,9 @@ pub(crate) struct Worker {
     /// Payload bytes of a batch in flight to another host from which its
     /// lane sends the next batch at once (`GOSSAMER_FAR_PIPELINE`).
     far_pipeline: usize,
+    /// Payloads to another host from which they go detached
+    /// (`GOSSAMER_FAR_DETACH`, see `fabric::detach_bytes`).
+    far_detach: usize,
     /// This thread's access to the fabric (programs of several hosts).
     fabric: RefCell<Option<Box<dyn crate::fabric::ThreadFabric>>>,
     pool: RefCell<StackPool>,
@@ -167,6 +170,7 @@ impl Worker {
             far_landing: Cell::new(0),
             // Checked when the fabric starts; unused without one.
             far_pipeline: crate::fabric::pipeline_bytes().unwrap_or(usize::MAX),
+            far_detach: crate::fabric::detach_bytes().unwrap_or(usize::MAX),
             fabric: RefCell::new(shared.fabric.as_ref().map(|f| {
                 f.thread(index).unwrap_or_else(|e| panic!("gossamer: worker {index} cannot join the fabric: {e}"))
             })),

@@ -39,7 +39,7 @@ use std::thread;
 use super::{direct, origin, relay, relayed_result, Closure, Hint, Reply, Request};
 use crate::channel::record::{tail_bytes, take_env, value_words, Responder, Shim};
 use crate::channel::remote::{
-    drop_original, into_byte_vec, try_deserialize, try_with_serialized, with_serialized, Tail,
+    drop_original, into_byte_vec, try_deserialize, try_deserialize_tail, try_with_serialized, with_serialized, Tail,
 };
 use crate::channel::slot::Word;
 use crate::runtime::context;
@@ -58,7 +58,7 @@ use crate::trust::{pull, Transferable};
 pub(crate) unsafe fn relay_with<T, V, U>(
     prop: *mut u8,
     f: fn(&mut T, V) -> U,
-    bytes: Result<&[u8], String>,
+    bytes: Result<Tail<'_>, String>,
 ) -> thread::Result<U>
 where
     T: Send + 'static,
@@ -66,7 +66,7 @@ where
     U: Transferable,
 {
     // An argument that does not decode is the caller's panic: nothing runs.
-    let v: V = match bytes.and_then(try_deserialize) {
+    let v: V = match bytes.and_then(try_deserialize_tail) {
         Ok(v) => v,
         Err(m) => return Err(Box::new(m)),
     };
@@ -165,7 +165,7 @@ unsafe fn deliver_shim<U: Transferable>(_prop: *mut u8, env: *mut u8, out: &mut 
     let got = unsafe {
         take_env::<[u64; 7]>(env as *const Word, out).map(|words| {
             let tail = (env as *const Word).add(value_words::<[u64; 7]>());
-            (words, tail_bytes(tail, out).and_then(try_deserialize::<Result<U, String>>).and_then(|r| r))
+            (words, tail_bytes(tail, out).and_then(try_deserialize_tail::<Result<U, String>>).and_then(|r| r))
         })
     };
     let (words, r) = match got {
