@@ -246,23 +246,27 @@ mod tests {
         fn any_header_is_checked(
             header in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
             count in 0u64..4,
-            words in proptest::collection::vec(0u64..10_000, 0..6),
+            words in proptest::collection::vec((0u64..10_000, proptest::prelude::any::<bool>()), 0..6),
             data_len in 0usize..20_000,
             len in 0usize..20_000,
         ) {
             let data = vec![0u8; data_len];
             let _ = pieces_of(len, &header, Some(&data));
             let mut h = count.to_le_bytes().to_vec();
-            for w in &words {
+            for (i, &(w, flag)) in words.iter().enumerate() {
+                // Lengths (odd words) may carry the detached bit.
+                let w = if i % 2 == 1 && flag { w | DETACHED } else { w };
                 h.extend_from_slice(&w.to_le_bytes());
             }
             if let Ok(ps) = pieces_of(len, &h, Some(&data)) {
+                let named: Vec<Named> = ps.into_iter().flatten().collect();
                 let mut total = 0;
-                for (o, n, _) in ps.into_iter().flatten() {
+                for &(o, n, _) in &named {
                     proptest::prop_assert!(o + n <= len);
                     total += n;
                 }
                 proptest::prop_assert_eq!(total, data_len);
+                proptest::prop_assert!(!named.last().is_some_and(|p| p.2), "a detached slot was accepted");
             }
         }
     }
