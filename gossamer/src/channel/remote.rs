@@ -130,15 +130,8 @@ fn plain_bytes<V: Any>(v: &V) -> Option<&[u8]> {
 /// the value's own buffer.
 fn from_plain_bytes<V: Any>(bytes: &[u8]) -> Option<Result<V, String>> {
     let t = TypeId::of::<V>();
-    if t == TypeId::of::<Vec<u8>>() {
-        hand_over(bytes.to_vec())
-    } else if t == TypeId::of::<String>() {
-        match String::from_utf8(bytes.to_vec()) {
-            Ok(s) => hand_over(s),
-            Err(e) => Some(Err(format!("gossamer: malformed string from another process: {e}"))),
-        }
-    } else if t == TypeId::of::<Box<[u8]>>() {
-        hand_over(Box::<[u8]>::from(bytes))
+    if t == TypeId::of::<Vec<u8>>() || t == TypeId::of::<String>() || t == TypeId::of::<Box<[u8]>>() {
+        from_owned_bytes(bytes.to_vec()).ok()
     } else if t == TypeId::of::<super::heap::SharedBytes>() {
         match super::heap::from_frame(bytes) {
             Ok(b) => hand_over(b),
@@ -169,7 +162,7 @@ fn from_owned_bytes<V: Any>(bytes: Vec<u8>) -> Result<Result<V, String>, Vec<u8>
     } else if t == TypeId::of::<String>() {
         match String::from_utf8(bytes) {
             Ok(s) => hand_over(s),
-            Err(e) => Some(Err(format!("gossamer: malformed string from another process: {}", e.utf8_error()))),
+            Err(e) => Some(Err(format!("gossamer: malformed string from another process: {e}"))),
         }
     } else {
         return Err(bytes);

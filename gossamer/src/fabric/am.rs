@@ -67,8 +67,11 @@ pub(crate) unsafe fn land(base: usize, len: usize, header: &[u8], data: Option<&
                 let dst = (base + offset) as *mut u8;
                 if detached {
                     landed::keep(base + offset, data[at..at + n].to_vec());
-                } else if i + 1 < count {
-                    landed::forget(base + offset, n);
+                    at += n;
+                    continue;
+                }
+                landed::forget(base + offset, n);
+                if i + 1 < count {
                     // SAFETY: `offset..offset + n` lies in the region
                     // (checked by `pieces_of`), which is the caller's to
                     // write. A piece before the last (a pair's bulk area)
@@ -77,7 +80,6 @@ pub(crate) unsafe fn land(base: usize, len: usize, header: &[u8], data: Option<&
                     // sender these bytes until the reader answers.
                     unsafe { std::ptr::copy_nonoverlapping(data[at..].as_ptr(), dst, n) };
                 } else {
-                    landed::forget(base + offset, n);
                     // SAFETY: in the region, as above; the last piece (a
                     // landing slot) may be read while it is written, and
                     // its readers take it only when its checksum matches.

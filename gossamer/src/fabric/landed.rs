@@ -52,15 +52,17 @@ fn table() -> MutexGuard<'static, BTreeMap<usize, Vec<u8>>> {
     LANDED.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The entries that overlap `at..at + len`, by address.
-fn overlapping(t: &BTreeMap<usize, Vec<u8>>, at: usize, len: usize) -> Vec<usize> {
+/// The lowest address of an entry that overlaps `at..at + len`, if any
+/// does. Entries do not overlap each other, so those that overlap a range
+/// follow one another.
+fn first_overlapping(t: &BTreeMap<usize, Vec<u8>>, at: usize, len: usize) -> Option<usize> {
     let end = at.saturating_add(len.max(1));
-    let before = t.range(..at).next_back().filter(|(k, v)| k.saturating_add(v.len()) > at).map(|(k, _)| *k);
-    before.into_iter().chain(t.range(at..end).map(|(k, _)| *k)).collect()
+    let before = t.range(..at).next_back().filter(|(k, v)| k.saturating_add(v.len()) > at);
+    before.or_else(|| t.range(at..end).next()).map(|(k, _)| *k)
 }
 
 fn remove_overlapping(t: &mut BTreeMap<usize, Vec<u8>>, at: usize, len: usize) {
-    for k in overlapping(t, at, len) {
+    while let Some(k) = first_overlapping(t, at, len) {
         t.remove(&k);
     }
 }
@@ -98,14 +100,14 @@ pub(crate) fn take(at: usize, len: usize) -> Result<Option<Vec<u8>>, &'static st
         return Ok(None);
     }
     let mut t = table();
-    let found = overlapping(&t, at, len);
-    let r = match found.as_slice() {
-        [] => Ok(None),
-        [k] if *k == at && t[k].len() == len => {
+    // An entry of exactly this range is the only one that overlaps it.
+    let r = match first_overlapping(&t, at, len) {
+        None => Ok(None),
+        Some(k) if k == at && t[&k].len() == len => {
             TAKEN.fetch_add(1, Ordering::Relaxed);
-            Ok(t.remove(k))
+            Ok(t.remove(&k))
         }
-        _ => Err("does not match the payload that landed there"),
+        Some(_) => Err("does not match the payload that landed there"),
     };
     COUNT.store(t.len(), Ordering::Release);
     r

@@ -87,14 +87,15 @@ impl Worker {
     /// the payloads sent from their own buffers (`gathered`: offset in the
     /// bulk area, bytes; the padding after each is not sent), then the slot
     /// (`range` of the staging slot at `src`, to its square there). Also
-    /// how many pieces, and the buffers the send must keep. With `detach`,
-    /// a gathered payload of `GOSSAMER_FAR_DETACH` bytes or more goes
-    /// detached (see `fabric::detach_bytes`): it is
-    /// a whole argument or result, which the target may keep in a buffer
-    /// of its own (see `fabric::landed`).
+    /// how many pieces, and the buffers the send must keep. A gathered
+    /// payload of `GOSSAMER_FAR_DETACH` bytes or more (see
+    /// `fabric::detach_bytes`) for thread `to` goes detached when
+    /// [`detaches_to`](Self::detaches_to) allows: it is a whole argument or
+    /// result, which the target may keep in a buffer of its own (see
+    /// `fabric::landed`).
     fn pieces(
         &self,
-        detach: bool,
+        to: usize,
         square: Square,
         bulk: *mut u8,
         bulk_used: usize,
@@ -102,6 +103,8 @@ impl Worker {
         (slot_square, src, range): (Square, *const u8, std::ops::Range<usize>),
     ) -> ([Part; MAX_PIECES], usize, Vec<Vec<u8>>) {
         let me = self.index;
+        let large = |bytes: &Vec<u8>| bytes.len() >= self.far_detach;
+        let detach = gathered.iter().any(|(_, b)| large(b)) && self.detaches_to(to);
         let mut pieces = [(square, me, 0, std::ptr::null(), 0, false); MAX_PIECES];
         let mut n = 0;
         let mut run = |pieces: &mut [_; MAX_PIECES], at: usize, src: *const u8, len: usize, detached: bool| {
@@ -113,7 +116,7 @@ impl Worker {
         let mut at = 0;
         for (offset, bytes) in &gathered {
             run(&mut pieces, at, bulk.cast_const().wrapping_add(at), offset - at, false);
-            run(&mut pieces, *offset, bytes.as_ptr(), bytes.len(), detach && bytes.len() >= self.far_detach);
+            run(&mut pieces, *offset, bytes.as_ptr(), bytes.len(), detach && large(bytes));
             at = (offset + bytes.len()).next_multiple_of(8).min(bulk_used);
         }
         run(&mut pieces, at, bulk.cast_const().wrapping_add(at), bulk_used - at, false);
@@ -170,8 +173,7 @@ impl Worker {
         lane.in_flight += count;
         lane.far.push_back((count, bulk_used));
         let slot = (Square::RequestLanding, staging.as_ptr(), range);
-        let (pieces, n, keep) =
-            self.pieces(self.detaches_to(t), Square::RequestBulkLanding, bulk, bulk_used, gathered, slot);
+        let (pieces, n, keep) = self.pieces(t, Square::RequestBulkLanding, bulk, bulk_used, gathered, slot);
         lane.puts[k] = Some(self.send_far(t, k, &pieces[..n], keep));
         true
     }
@@ -257,8 +259,7 @@ impl Worker {
         self.codes[c].set(cache);
         self.served[c].set(seq);
         let slot = (Square::ResponseLanding, staging.as_ptr(), range);
-        let (pieces, n, keep) =
-            self.pieces(self.detaches_to(c), Square::ResponseBulkLanding, resp_bulk, bulk_used, gathered, slot);
+        let (pieces, n, keep) = self.pieces(c, Square::ResponseBulkLanding, resp_bulk, bulk_used, gathered, slot);
         put.set(Some(self.send_far(c, k, &pieces[..n], keep)));
         true
     }
