@@ -286,6 +286,28 @@ fn fnv(d: &[u8]) -> u64 {
     d.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
+/// `body` followed by its checksum: what `sum_holds` checks.
+fn with_sum(mut body: Vec<u8>) -> Vec<u8> {
+    let sum = fnv(&body);
+    body.extend_from_slice(&sum.to_le_bytes());
+    body
+}
+
+/// Whether `d`'s last 8 bytes are the checksum of the rest.
+fn sum_holds(d: &[u8]) -> bool {
+    let (body, sum) = d.split_at(d.len() - 8);
+    fnv(body).to_le_bytes() == sum
+}
+
+/// Counts a record that arrived intact in `st.0`, one that did not in `st.1`.
+fn tally(st: &mut (u64, u64), intact: bool) {
+    if intact {
+        st.0 += 1
+    } else {
+        st.1 += 1
+    }
+}
+
 /// Every thread sends records of random sizes (inline, and large enough
 /// for the bulk areas), each with its checksum, to checkers on every
 /// thread, many in flight at once: every record must arrive intact.
@@ -293,6 +315,7 @@ fn stress() {
     check_layout();
     let checkers: Vec<Trust<(u64, u64)>> = (0..THREADS).map(|t| gossamer::entrust_on(t, (0u64, 0u64))).collect();
     const EACH: u64 = 300;
+    const BURST: u64 = 128;
     let fibers: Vec<_> = (0..THREADS)
         .map(|t| {
             gossamer::spawn_with(
@@ -307,6 +330,15 @@ fn stress() {
                         let back = far.apply_with(|_, d: Vec<u8>| d, data.clone());
                         assert_eq!(back, data, "a {len}-byte argument crossed hosts and came back whole");
                     }
+                    // A burst of 16 KiB payloads to that thread, all in
+                    // flight at once: a batch then gathers dozens of them
+                    // from their own buffers (a bulk area holds up to 64).
+                    // Each is a plain `Vec<u8>` (which moves into its
+                    // request) with its checksum in its last 8 bytes.
+                    for i in 0..BURST {
+                        let data = with_sum((0..(16 << 10) - 8).map(|k| (k as u64 ^ i ^ t as u64) as u8).collect());
+                        far.apply_with_then(|st, d: Vec<u8>| tally(st, sum_holds(&d)), data, |_| ());
+                    }
                     let mut x = seed | 1;
                     let back_ok = std::rc::Rc::new(std::cell::Cell::new(0u64));
                     for _ in 0..EACH {
@@ -317,39 +349,22 @@ fn stress() {
                         let data: Vec<u8> = (0..len).map(|k| (x >> (k % 56)) as u8 ^ k as u8).collect();
                         let sum = fnv(&data);
                         let c = &cs[(x >> 20) as usize % cs.len()];
-                        c.apply_with_then(
-                            |st, (d, s): (Vec<u8>, u64)| {
-                                if fnv(&d) == s {
-                                    st.0 += 1
-                                } else {
-                                    st.1 += 1
-                                }
-                            },
-                            (data, sum),
-                            |_| (),
-                        );
+                        c.apply_with_then(|st, (d, s): (Vec<u8>, u64)| tally(st, fnv(&d) == s), (data, sum), |_| ());
                         // A plain `Vec<u8>` (its own bytes, moved into the
                         // request unless small), up to past a bulk area,
                         // its checksum in its last 8 bytes.
                         let len = 8 + (x >> 24) as usize % 70_000;
-                        let mut data: Vec<u8> = (0..len - 8).map(|k| (x >> (k % 48)) as u8 ^ (k >> 8) as u8).collect();
-                        data.extend_from_slice(&fnv(&data).to_le_bytes());
+                        let data = with_sum((0..len - 8).map(|k| (x >> (k % 48)) as u8 ^ (k >> 8) as u8).collect());
                         // It comes back as the result, checked here.
                         let back_ok = back_ok.clone();
                         c.apply_with_then(
                             |st, d: Vec<u8>| {
-                                let (body, sum) = d.split_at(d.len() - 8);
-                                if fnv(body).to_le_bytes() == sum {
-                                    st.0 += 1
-                                } else {
-                                    st.1 += 1
-                                }
+                                tally(st, sum_holds(&d));
                                 d
                             },
                             data,
                             move |d: Vec<u8>| {
-                                let (body, sum) = d.split_at(d.len() - 8);
-                                if fnv(body).to_le_bytes() == sum {
+                                if sum_holds(&d) {
                                     back_ok.set(back_ok.get() + 1);
                                 }
                             },
@@ -370,7 +385,7 @@ fn stress() {
         f.join().unwrap();
     }
     let (ok, bad) = checkers.iter().map(|c| c.apply_with(|s, ()| *s, ())).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    assert_eq!((ok, bad), (2 * THREADS as u64 * EACH, 0), "records arrived intact, each once");
+    assert_eq!((ok, bad), (THREADS as u64 * (2 * EACH + BURST), 0), "records arrived intact, each once");
     // Large `Vec<u8>` payloads to this process's thread, from the threads
     // of other hosts that send to this process, landed beside the region
     // (by active messages) and were taken from there; by puts, none did.

@@ -371,8 +371,9 @@ pub(crate) struct Responder<'a> {
     /// the response bulk area, their bytes) instead of being copied there,
     /// for the send to take them from where they are.
     gather: Option<&'a mut Vec<(usize, Vec<u8>)>>,
-    /// The most results `gather` takes.
-    gather_max: usize,
+    /// Whether `gather`, holding this many results, takes another of this
+    /// many bytes.
+    gather_more: fn(usize, usize) -> bool,
 }
 
 /// Results to another host this large or larger are sent from their own
@@ -380,9 +381,22 @@ pub(crate) struct Responder<'a> {
 /// holds inline, so they would go to the bulk area anyway.
 const GATHER_RESULT: usize = 4096;
 
+/// A responder that gathers nothing.
+fn no_more(_: usize, _: usize) -> bool {
+    false
+}
+
 impl<'a> Responder<'a> {
     pub(crate) fn new(writer: &'a mut BatchWriter, count: usize) -> Self {
-        Responder { writer, left: count, far: None, bulk_used: 0, record_end: ptr::null(), gather: None, gather_max: 0 }
+        Responder {
+            writer,
+            left: count,
+            far: None,
+            bulk_used: 0,
+            record_end: ptr::null(),
+            gather: None,
+            gather_more: no_more,
+        }
     }
 
     /// For a batch from another process.
@@ -394,16 +408,21 @@ impl<'a> Responder<'a> {
             bulk_used: 0,
             record_end: ptr::null(),
             gather: None,
-            gather_max: 0,
+            gather_more: no_more,
         }
     }
 
-    /// Sends up to `max` large `Vec<u8>` results from their own buffers:
+    /// Sends large `Vec<u8>` results from their own buffers, as many as
+    /// `more` allows (given how many it took and the next one's length):
     /// each is moved into `gather` with its offset in the response bulk
     /// area, whose bytes there are left as they were (see `GATHER_RESULT`).
-    pub(crate) fn gathering(mut self, gather: Option<&'a mut Vec<(usize, Vec<u8>)>>, max: usize) -> Self {
+    pub(crate) fn gathering(
+        mut self,
+        gather: Option<&'a mut Vec<(usize, Vec<u8>)>>,
+        more: fn(usize, usize) -> bool,
+    ) -> Self {
         self.gather = gather;
-        self.gather_max = max;
+        self.gather_more = more;
         self
     }
 
@@ -477,12 +496,11 @@ impl<'a> Responder<'a> {
     fn put_gathered<U: 'static>(&mut self, v: U) -> Result<(), U> {
         use super::remote::word;
         let (Some(far), Some(g)) = (self.far, self.gather.as_ref()) else { return Err(v) };
-        if g.len() >= self.gather_max {
-            return Err(v);
-        }
-        let fits = (&v as &dyn Any)
-            .downcast_ref::<Vec<u8>>()
-            .is_some_and(|b| b.len() >= GATHER_RESULT && self.bulk_used + b.len() <= far.bulk_bytes);
+        let fits = (&v as &dyn Any).downcast_ref::<Vec<u8>>().is_some_and(|b| {
+            b.len() >= GATHER_RESULT
+                && self.bulk_used + b.len() <= far.bulk_bytes
+                && (self.gather_more)(g.len(), b.len())
+        });
         if !fits {
             return Err(v);
         }
@@ -866,7 +884,7 @@ mod tests {
         // SAFETY: single-threaded test; each record read once.
         unsafe {
             resp.write(FALLBACK_WORDS, |w| {
-                let mut out = Responder::far(w, results.len(), far).gathering(Some(&mut gathered), 1);
+                let mut out = Responder::far(w, results.len(), far).gathering(Some(&mut gathered), |n, _| n < 1);
                 for r in &results {
                     out.put_remote::<Vec<u8>>(Ok(r.clone()));
                 }

@@ -23,6 +23,11 @@ pub(crate) const AM_LAND: u32 = 7;
 /// piece's offset in the region and length (little-endian `u64`s).
 pub(crate) const AM_HEADER_MAX: usize = 8 + 16 * MAX_PIECES;
 
+// UCX 1.13 over TCP aborts the process on an active message whose header
+// reaches 8 KiB (measured: 8,000 bytes pass, 8,192 do not); stay far below.
+// `fabric::ucx::tests` sends a header of this size with the most pieces.
+const _: () = assert!(AM_HEADER_MAX <= 4096, "an active message's header must stay far below UCX's 8 KiB");
+
 /// The bit of a piece's length word that marks it detached.
 const DETACHED: u64 = 1 << 63;
 
@@ -30,17 +35,20 @@ const DETACHED: u64 = 1 << 63;
 /// whether it is detached.
 type Named = (usize, usize, bool);
 
-/// The header of a send of `pieces`, and how many of its bytes are used.
-pub(crate) fn header(pieces: &[Piece]) -> ([u8; AM_HEADER_MAX], usize) {
+/// The header of a send of `pieces`, and its length (that of the vector:
+/// a send of few pieces writes and keeps only what it uses).
+pub(crate) fn header(pieces: &[Piece]) -> (Vec<u8>, usize) {
     debug_assert!(!pieces.is_empty() && pieces.len() <= MAX_PIECES);
-    let mut h = [0u8; AM_HEADER_MAX];
-    h[..8].copy_from_slice(&(pieces.len() as u64).to_le_bytes());
-    for (i, p) in pieces.iter().enumerate() {
-        h[8 + 16 * i..16 + 16 * i].copy_from_slice(&(p.offset as u64).to_le_bytes());
+    let n = 8 + 16 * pieces.len();
+    let mut h = Vec::with_capacity(n);
+    h.extend_from_slice(&(pieces.len() as u64).to_le_bytes());
+    for p in pieces {
+        h.extend_from_slice(&(p.offset as u64).to_le_bytes());
         let len = p.len as u64 | if p.detached { DETACHED } else { 0 };
-        h[16 + 16 * i..24 + 16 * i].copy_from_slice(&len.to_le_bytes());
+        h.extend_from_slice(&len.to_le_bytes());
     }
-    (h, 8 + 16 * pieces.len())
+    debug_assert_eq!(h.len(), n);
+    (h, n)
 }
 
 /// Writes an active message of [`AM_LAND`] into this process's mapping of

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::am::{self, AM_HEADER_MAX, AM_LAND};
+use super::am::{self, AM_LAND};
 use super::ucx::{Context, Endpoint, IoPart, MemRegion, RemoteKey, Request, Ucx, UcxError, Worker};
 use super::{Fabric, Piece, ThreadFabric, Ticket, MAX_PIECES};
 
@@ -364,15 +364,16 @@ struct InFlight {
     ticket: Ticket,
     // Field order: the request goes before what it borrows.
     req: Request<'static>,
-    _message: Option<Box<AmMessage>>,
+    _message: Option<AmMessage>,
     /// Buffers the send reads, owned by it.
     _keep: Vec<Vec<u8>>,
 }
 
-/// The header and scatter list of an active message in flight.
+/// The header and scatter list of an active message in flight (on the
+/// heap, where they stay while the message moves with its request).
 struct AmMessage {
-    header: [u8; AM_HEADER_MAX],
-    parts: [IoPart<'static>; MAX_PIECES],
+    header: Vec<u8>,
+    parts: Vec<IoPart<'static>>,
 }
 
 impl UcxThread {
@@ -445,14 +446,18 @@ impl ThreadFabric for UcxThread {
                 }
             }
             Path::Am => {
-                let (header, header_len) = am::header(pieces);
-                let parts = std::array::from_fn(|i| IoPart::new(pieces.get(i).map_or(&[][..], bytes)));
-                let message = Box::new(AmMessage { header, parts });
-                // SAFETY: the message is boxed (its address stays) and is
-                // kept beside the request until the request is finished.
+                let (header, _) = am::header(pieces);
+                let parts = pieces.iter().map(|p| IoPart::new(bytes(p))).collect();
+                let message = AmMessage { header, parts };
+                // SAFETY: the header and the scatter list lie on the heap,
+                // where they stay (vectors never changed again) while the
+                // message is kept beside the request, until the request is
+                // finished.
                 let (h, ps): (&'static [u8], &'static [IoPart<'static>]) = unsafe {
-                    let m = &*(&*message as *const AmMessage);
-                    (&m.header[..header_len], &m.parts[..pieces.len()])
+                    (
+                        std::slice::from_raw_parts(message.header.as_ptr(), message.header.len()),
+                        std::slice::from_raw_parts(message.parts.as_ptr(), message.parts.len()),
+                    )
                 };
                 let req = ep.am_send(worker, AM_LAND, h, ps).map_err(text)?;
                 ops = 1;

@@ -252,23 +252,31 @@ fn loopback_default_transports() {
     loopback("loopback_default_transports", None);
 }
 
-/// The target's worker progresses on its own thread (as a trustee's loop
-/// would), having been moved there; the origin uses the blocking calls.
+/// What an active-message handler of these tests received: each
+/// message's header and data.
+type Received = Arc<std::sync::Mutex<Vec<(Vec<u8>, Option<Vec<u8>>)>>>;
+
+/// Two workers over TCP, `b` recording every active message of id 3 it
+/// handles, and an endpoint from `a` to `b`; `None` (after a SKIPPED line)
+/// without UCX.
+fn am_pair(test: &str) -> Option<(Context, Worker, Worker, Endpoint, Received)> {
+    let ucx = ucx_or_skip(test)?;
+    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
+    let a = Worker::new(&ctx).unwrap();
+    let b = Worker::new(&ctx).unwrap();
+    let got: Received = Arc::default();
+    let sink = got.clone();
+    b.set_am_handler(3, move |h, d| sink.lock().unwrap().push((h.to_vec(), d.map(<[u8]>::to_vec)))).unwrap();
+    let ab = a.connect(&b.address().unwrap()).unwrap();
+    Some((ctx, a, b, ab, got))
+}
+
 /// Active messages over TCP: header and scattered parts arrive whole and
 /// in order, in the handler, within the target's progress; sizes from
 /// nothing to past UCX's eager fragments.
 #[test]
 fn active_messages_arrive_whole_in_order() {
-    let test = "active_messages_arrive_whole_in_order";
-    let Some(ucx) = ucx_or_skip(test) else { return };
-    let ctx = Context::new(&ucx, Some("tcp"), false).unwrap();
-    let a = Worker::new(&ctx).unwrap();
-    let b = Worker::new(&ctx).unwrap();
-    type Received = Vec<(Vec<u8>, Option<Vec<u8>>)>;
-    let got: Arc<std::sync::Mutex<Received>> = Arc::default();
-    let sink = got.clone();
-    b.set_am_handler(3, move |h, d| sink.lock().unwrap().push((h.to_vec(), d.map(<[u8]>::to_vec)))).unwrap();
-    let ab = a.connect(&b.address().unwrap()).unwrap();
+    let Some((_ctx, a, b, ab, got)) = am_pair("active_messages_arrive_whole_in_order") else { return };
     let sizes = [(0usize, 0usize), (1, 0), (5, 3), (64, 4096), (100_000, 7), (300_000, 200_000)];
     // All sent before any is progressed.
     let bytes: Vec<_> = (0..sizes.len())
@@ -295,6 +303,32 @@ fn active_messages_arrive_whole_in_order() {
     close_all(&a, &b, vec![ab]);
 }
 
+/// The largest send the fabric makes over active messages arrives whole:
+/// a header of `AM_HEADER_MAX` bytes (a count and 130 pieces) and
+/// `MAX_PIECES` scattered parts, payloads of 16 KiB between short runs, as
+/// a batch that gathers `MAX_GATHERED` payloads sends them.
+#[test]
+fn the_largest_header_and_the_most_pieces_arrive_whole() {
+    use crate::fabric::am::AM_HEADER_MAX;
+    use crate::fabric::{MAX_GATHERED, MAX_PIECES};
+    let Some((_ctx, a, b, ab, got)) = am_pair("the_largest_header_and_the_most_pieces_arrive_whole") else { return };
+    assert_eq!(MAX_PIECES, 2 * MAX_GATHERED + 2);
+    let header = pattern(AM_HEADER_MAX, 7);
+    let pieces: Vec<Vec<u8>> =
+        (0..MAX_PIECES).map(|i| pattern(if i % 2 == 1 { 16 << 10 } else { 40 + i }, 1000 + i as u32)).collect();
+    let parts: Vec<_> = pieces.iter().map(|p| IoPart::new(p)).collect();
+    let mut req = ab.am_send(&a, 3, &header, &parts).unwrap();
+    drive(&[&a, &b], "the largest active message sent", || a.is_done(&mut req));
+    drop(req);
+    drive(&[&a, &b], "the largest active message handled", || Ok(got.lock().unwrap().len() == 1));
+    let got = got.lock().unwrap();
+    assert_same("the header", &got[0].0, &header);
+    assert_same("the pieces", got[0].1.as_deref().expect("data"), &pieces.concat());
+    close_all(&a, &b, vec![ab]);
+}
+
+/// The target's worker progresses on its own thread (as a trustee's loop
+/// would), having been moved there; the origin uses the blocking calls.
 #[test]
 fn put_to_a_worker_on_another_thread() {
     let Some(ucx) = ucx_or_skip("put_to_a_worker_on_another_thread") else { return };

@@ -17,8 +17,8 @@ use crate::channel::word_queue::WordQueue;
 use super::trustee::thread_shim;
 use super::Worker;
 use crate::channel::large;
+use crate::fabric::gathers_another;
 use crate::fabric::shm::region::{Square, FAR_DEPTH};
-use crate::fabric::MAX_GATHERED;
 
 /// Payloads for the bulk area shorter than this wait packed in one buffer,
 /// unless they came in a buffer of their own.
@@ -90,7 +90,8 @@ impl Lane {
     /// (`bulk`, `bulk_bytes` bytes; requests to another process only) —
     /// while their payloads fit it. Returns the records written and the
     /// bulk bytes used. With `gather` (to another host, over a fabric that
-    /// gathers), up to [`MAX_GATHERED`] payloads in buffers of their own
+    /// gathers), payloads in buffers of their own (as many as
+    /// `fabric::gathers_another` allows)
     /// are not copied into the bulk area but moved into `gather` with
     /// their offset there, for the send to take them from where they are;
     /// their bytes in the bulk area are left as they were.
@@ -137,7 +138,7 @@ impl Lane {
                         let bytes = self.big.pop_front().expect("gossamer: bulk payload missing");
                         debug_assert_eq!(bytes.len(), len);
                         match gather.as_deref_mut() {
-                            Some(g) if g.len() < MAX_GATHERED => g.push((bulk_used, bytes)),
+                            Some(g) if gathers_another(g.len(), len) => g.push((bulk_used, bytes)),
                             _ => ptr::copy_nonoverlapping(bytes.as_ptr(), bulk.add(bulk_used), len),
                         }
                     }

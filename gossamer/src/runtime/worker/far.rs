@@ -24,7 +24,7 @@
 use crate::channel::record::{record_words, serve_remote, Far, Responder, FALLBACK_WORDS};
 use crate::channel::remote_slot::RemoteSlot;
 use crate::fabric::shm::region::{Region, Square, FAR_DEPTH};
-use crate::fabric::{Piece, MAX_GATHERED, MAX_PIECES};
+use crate::fabric::{gathers_another, Piece, MAX_PIECES};
 
 use super::Worker;
 
@@ -248,7 +248,7 @@ impl Worker {
         // batch is a checked private copy; each request runs once.
         let (bulk_used, _, range) = unsafe {
             staging.stage(seq as u64, FALLBACK_WORDS, |w| {
-                let mut out = Responder::far(w, batch.count() as usize, far).gathering(gather, MAX_GATHERED);
+                let mut out = Responder::far(w, batch.count() as usize, far).gathering(gather, gathers_another);
                 batch.read(|r| serve_remote(r, &mut out, &mut cache));
                 out.bulk_used()
             })
