@@ -35,20 +35,18 @@ const DETACHED: u64 = 1 << 63;
 /// whether it is detached.
 type Named = (usize, usize, bool);
 
-/// The header of a send of `pieces`, and its length (that of the vector:
-/// a send of few pieces writes and keeps only what it uses).
-pub(crate) fn header(pieces: &[Piece]) -> (Vec<u8>, usize) {
+/// The header of a send of `pieces`: as long as it needs to be, so a send
+/// of few pieces writes and keeps only what it uses.
+pub(crate) fn header(pieces: &[Piece]) -> Vec<u8> {
     debug_assert!(!pieces.is_empty() && pieces.len() <= MAX_PIECES);
-    let n = 8 + 16 * pieces.len();
-    let mut h = Vec::with_capacity(n);
+    let mut h = Vec::with_capacity(8 + 16 * pieces.len());
     h.extend_from_slice(&(pieces.len() as u64).to_le_bytes());
     for p in pieces {
         h.extend_from_slice(&(p.offset as u64).to_le_bytes());
         let len = p.len as u64 | if p.detached { DETACHED } else { 0 };
         h.extend_from_slice(&len.to_le_bytes());
     }
-    debug_assert_eq!(h.len(), n);
-    (h, n)
+    h
 }
 
 /// Writes an active message of [`AM_LAND`] into this process's mapping of
@@ -166,27 +164,27 @@ mod tests {
 
     #[test]
     fn a_header_names_its_pieces() {
-        let (h, n) = header(&[piece(64, 24), piece(4096, 8)]);
-        assert_eq!(n, 40);
+        let h = header(&[piece(64, 24), piece(4096, 8)]);
+        assert_eq!(h.len(), 40);
         let named =
             |r: [Option<Named>; MAX_PIECES]| r.into_iter().flatten().map(|(o, n, _)| (o, n)).collect::<Vec<_>>();
-        assert_eq!(pieces_of(8192, &h[..n], Some(&[0; 32])).map(named), Ok(vec![(64, 24), (4096, 8)]));
-        let (h, n) = header(&[piece(0, 0)]);
-        assert_eq!(pieces_of(8, &h[..n], Some(&[])).map(named), Ok(vec![(0, 0)]));
+        assert_eq!(pieces_of(8192, &h[..], Some(&[0; 32])).map(named), Ok(vec![(64, 24), (4096, 8)]));
+        let h = header(&[piece(0, 0)]);
+        assert_eq!(pieces_of(8, &h[..], Some(&[])).map(named), Ok(vec![(0, 0)]));
         let all: Vec<Piece> = (0..MAX_PIECES).map(|i| piece(100 * i, 10)).collect();
-        let (h, n) = header(&all);
+        let h = header(&all);
         let want: Vec<(usize, usize)> = (0..MAX_PIECES).map(|i| (100 * i, 10)).collect();
-        assert_eq!(pieces_of(100 * MAX_PIECES, &h[..n], Some(&[0; 10 * MAX_PIECES])).map(named), Ok(want));
+        assert_eq!(pieces_of(100 * MAX_PIECES, &h[..], Some(&[0; 10 * MAX_PIECES])).map(named), Ok(want));
     }
 
     #[test]
     fn a_header_that_does_not_fit_is_refused() {
-        let (h, n) = header(&[piece(64, 24), piece(4096, 8)]);
+        let h = header(&[piece(64, 24), piece(4096, 8)]);
         // Past the region, wrong data length, rendezvous, a torn header.
-        assert!(pieces_of(4100, &h[..n], Some(&[0; 32])).unwrap_err().contains("past the region"));
-        assert!(pieces_of(8192, &h[..n], Some(&[0; 31])).unwrap_err().contains("bytes of data"));
-        assert!(pieces_of(8192, &h[..n], None).unwrap_err().contains("rendezvous"));
-        assert!(pieces_of(8192, &h[..n - 8], Some(&[0; 32])).is_err());
+        assert!(pieces_of(4100, &h[..], Some(&[0; 32])).unwrap_err().contains("past the region"));
+        assert!(pieces_of(8192, &h[..], Some(&[0; 31])).unwrap_err().contains("bytes of data"));
+        assert!(pieces_of(8192, &h[..], None).unwrap_err().contains("rendezvous"));
+        assert!(pieces_of(8192, &h[..h.len() - 8], Some(&[0; 32])).is_err());
         assert!(pieces_of(8192, &h[..7], Some(&[])).is_err());
         // A count of 0, or more than a send has.
         let mut z = h;
@@ -196,9 +194,9 @@ mod tests {
         m[..8].copy_from_slice(&((MAX_PIECES + 1) as u64).to_le_bytes());
         assert!(pieces_of(8192, &m, Some(&[])).is_err());
         // An offset whose end overflows.
-        let (mut o, n) = header(&[piece(0, 16)]);
+        let mut o = header(&[piece(0, 16)]);
         o[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(pieces_of(8192, &o[..n], Some(&[0; 16])).is_err());
+        assert!(pieces_of(8192, &o[..], Some(&[0; 16])).is_err());
     }
 
     #[test]
@@ -207,17 +205,17 @@ mod tests {
         let base = region.as_mut_ptr() as usize;
         let data: Vec<u8> = (1..=29).collect();
         // 5 bytes, unaligned, then 24 bytes as words.
-        let (h, n) = header(&[piece(3, 5), piece(64, 24)]);
+        let h = header(&[piece(3, 5), piece(64, 24)]);
         // SAFETY: `region` is 512 bytes, not borrowed during the call.
-        unsafe { land(base, 512, &h[..n], Some(&data)) };
+        unsafe { land(base, 512, &h[..], Some(&data)) };
         let bytes: Vec<u8> = region.iter().flat_map(|w| w.to_ne_bytes()).collect();
         assert_eq!(&bytes[3..8], &data[..5]);
         assert_eq!(&bytes[64..88], &data[5..]);
         assert!(bytes[..3].iter().chain(&bytes[8..64]).chain(&bytes[88..]).all(|&b| b == 0));
         // Refused whole: nothing written.
-        let (h, n) = header(&[piece(16, 8), piece(510, 8)]);
+        let h = header(&[piece(16, 8), piece(510, 8)]);
         // SAFETY: as above.
-        unsafe { land(base, 512, &h[..n], Some(&[9; 16])) };
+        unsafe { land(base, 512, &h[..], Some(&[9; 16])) };
         assert_eq!(region[2], 0);
     }
 
@@ -227,25 +225,25 @@ mod tests {
         let base = region.as_mut_ptr() as usize;
         let data: Vec<u8> = (1..=40).collect();
         let payload = Piece { detached: true, ..piece(64, 32) };
-        let (h, n) = header(&[payload, piece(256, 8)]);
-        let named = pieces_of(512, &h[..n], Some(&data)).unwrap();
+        let h = header(&[payload, piece(256, 8)]);
+        let named = pieces_of(512, &h[..], Some(&data)).unwrap();
         assert_eq!(named[..2], [Some((64, 32, true)), Some((256, 8, false))]);
         // SAFETY: `region` is 512 bytes, not borrowed during the call.
-        unsafe { land(base, 512, &h[..n], Some(&data)) };
+        unsafe { land(base, 512, &h[..], Some(&data)) };
         assert!(region[8..12].iter().all(|&w| w == 0), "not written into the region");
         assert_eq!(region[32].to_ne_bytes()[..], data[32..]);
         assert_eq!(landed::take(base + 64, 32), Ok(Some(data[..32].to_vec())));
         // Kept, then replaced by bytes landing in the region over it.
         // SAFETY: as above.
-        unsafe { land(base, 512, &h[..n], Some(&data)) };
-        let (h2, n2) = header(&[piece(64, 8), piece(256, 8)]);
+        unsafe { land(base, 512, &h[..], Some(&data)) };
+        let h2 = header(&[piece(64, 8), piece(256, 8)]);
         // SAFETY: as above.
-        unsafe { land(base, 512, &h2[..n2], Some(&[3; 16])) };
+        unsafe { land(base, 512, &h2[..], Some(&[3; 16])) };
         assert_eq!(landed::take(base + 64, 32), Ok(None));
         assert_eq!(region[8], u64::from_ne_bytes([3; 8]));
         // A slot (the last piece) cannot be detached.
-        let (h3, n3) = header(&[Piece { detached: true, ..piece(0, 8) }]);
-        assert!(pieces_of(512, &h3[..n3], Some(&[0; 8])).unwrap_err().contains("detached slot"));
+        let h3 = header(&[Piece { detached: true, ..piece(0, 8) }]);
+        assert!(pieces_of(512, &h3[..], Some(&[0; 8])).unwrap_err().contains("detached slot"));
     }
 
     #[cfg(not(miri))]

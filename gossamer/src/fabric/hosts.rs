@@ -446,7 +446,7 @@ impl ThreadFabric for UcxThread {
                 }
             }
             Path::Am => {
-                let (header, _) = am::header(pieces);
+                let header = am::header(pieces);
                 let parts = pieces.iter().map(|p| IoPart::new(bytes(p))).collect();
                 let message = AmMessage { header, parts };
                 // SAFETY: the header and the scatter list lie on the heap,
